@@ -1,0 +1,216 @@
+"""Evaluate the per-deployment end-to-end model on held-out batch sizes and compare with the global model.
+
+Protocol (docs/predict.md): deployments (CNN, GPU, mode, software context) with >= e2e.min_batches distinct batch
+sizes; per protocol (largest batch / one random batch / leave-one-batch-out) the e2e model is fitted on the
+deployment's other batch sizes and scored on the held-out ones (MAPE). For `compare_protocols`, the global model
+(the project's Pipeline + estimator, src.train.estimators.build_model) is trained on the whole feature dataset
+MINUS the same held-out rows and scored on the held-out rows it can represent (rows in the dataset: static CNN
+features known, CNN rows only); both models' MAPE are reported on exactly those rows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import mlflow  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from src.e2e import iterations  # noqa: E402
+from src.e2e.model import coefficients, eligible_rows, evaluate, holdout_mask, label_groups  # noqa: E402
+from src.features.dataset import build_dataset  # noqa: E402
+from src.features.engineer import input_columns  # noqa: E402
+from src.tracking import file_md5, git_commit, setup  # noqa: E402
+from src.train.config import REPO_ROOT, compose  # noqa: E402
+from src.train.estimators import build_model  # noqa: E402
+
+log = logging.getLogger("cnnperf.e2e")
+
+DEFAULTS = {
+    "contexts": ["strict", "relaxed"],
+    "protocols": ["largest", "one_random", "lobo"],
+    "compare_protocols": ["largest", "one_random"],
+    "min_batches": 2,
+    "data_modes": ["synthetic"],
+    "global_estimator": "xgb",
+    "global_params": {"n_estimators": 300, "learning_rate": 0.08, "max_depth": 8, "subsample": 0.8,
+                      "colsample_bytree": 0.8, "min_child_weight": 1.0},
+    "experiment": "cnnperf-e2e",
+    "reports_dir": "reports/e2e",
+    "max_groups": None,
+    # ryujaehun's per-iteration files (the iteration axis); relative paths are relative to the repo root.
+    "iterations_mirror": "../shared/data/raw",
+    "iterations_fit": 10,
+}
+
+
+def settings(cfg: dict) -> dict:
+    """The `e2e` section of the config over DEFAULTS (unknown keys are an error, naming the key)."""
+    given = dict(cfg.get("e2e") or {})
+    unknown = sorted(set(given) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"e2e config: unknown key(s) {unknown}; known: {sorted(DEFAULTS)}")
+    return {**DEFAULTS, **given}
+
+
+def mape(measured, predicted) -> float:
+    m = np.asarray(measured, dtype=float)
+    return float(np.mean(np.abs(np.asarray(predicted, dtype=float) - m) / m) * 100) if len(m) else float("nan")
+
+
+def global_predictions(cfg: dict, s: dict, dataset: pd.DataFrame, cols: list[str], held_ids: set[str]) -> pd.DataFrame:
+    """Fit the global model on the dataset minus held-out ids; predict the held-out ids it contains."""
+    mcfg = OmegaConf.to_container(compose([f"model={s['global_estimator']}"]), resolve=True)["model"]
+    model = build_model(mcfg, cfg["features"], [], dict(s["global_params"] or {}), bool(cfg["target"]["log"]))
+    is_held = dataset["measurement_id"].isin(held_ids).to_numpy()
+    X, y = dataset[cols], dataset["target"].to_numpy(dtype=float)
+    model.fit(X.loc[~is_held], y[~is_held])
+    pred = model.predict(X.loc[is_held]) if is_held.any() else np.array([])
+    return pd.DataFrame({"measurement_id": dataset.loc[is_held, "measurement_id"].to_numpy(),
+                         "global_ms": np.asarray(pred, dtype=float)})
+
+
+def summarise(pred: pd.DataFrame, d: pd.DataFrame) -> dict:
+    meta = d[["measurement_id", "source", "mode"]].drop_duplicates("measurement_id")
+    p = pred.merge(meta, on="measurement_id", how="left")
+    out = {"rows": int(len(p)), "groups": int(p["group"].nunique()),
+           "e2e_mape": mape(p["measured_ms"], p["e2e_ms"]),
+           "e2e_median_ape": float(np.median(np.abs(p["e2e_ms"] - p["measured_ms"]) / p["measured_ms"] * 100)),
+           "proportional_mape": mape(p["measured_ms"], p["proportional_ms"]),
+           "by_source": {str(k): {"rows": int(len(g)), "e2e_mape": mape(g["measured_ms"], g["e2e_ms"])}
+                         for k, g in p.groupby("source")},
+           "by_mode": {str(k): {"rows": int(len(g)), "groups": int(g["group"].nunique()),
+                                "e2e_mape": mape(g["measured_ms"], g["e2e_ms"])}
+                       for k, g in p.groupby("mode")},
+           "by_fit_kind": {str(k): {"rows": int(len(g)), "e2e_mape": mape(g["measured_ms"], g["e2e_ms"])}
+                           for k, g in p.groupby("fit_kind")},
+           "by_mode_fit_kind": {f"{m}/{k}": {"rows": int(len(g)), "e2e_mape": mape(g["measured_ms"], g["e2e_ms"]),
+                                             "proportional_mape": mape(g["measured_ms"], g["proportional_ms"])}
+                                for (m, k), g in p.groupby(["mode", "fit_kind"])}}
+    return out
+
+
+def plot_comparison(results: dict, path: Path) -> None:
+    labels, e2e, glob, prop = [], [], [], []
+    for ctx, protos in results.items():
+        for proto, r in protos.items():
+            cmp_ = r.get("global_comparison")
+            if not cmp_ or not cmp_["rows"]:
+                continue
+            labels.append(f"{ctx}\n{proto}\n(n={cmp_['rows']})")
+            e2e.append(cmp_["e2e_mape"])
+            glob.append(cmp_["global_mape"])
+            prop.append(cmp_["proportional_mape"])
+    fig, ax = plt.subplots(figsize=(max(5, 1.8 * len(labels) + 2), 4))
+    x = np.arange(len(labels))
+    ax.bar(x - 0.27, e2e, 0.27, label="e2e: iters*(a+b*batch) per deployment")
+    ax.bar(x, prop, 0.27, label="proportional: b*batch per deployment")
+    ax.bar(x + 0.27, glob, 0.27, label="global model (same held-out rows)")
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylabel("MAPE on held-out batch sizes (%)")
+    ax.legend(fontsize=8)
+    ax.set_title("End-to-end model vs global model on the same held-out rows", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run(cfg: dict) -> dict:
+    """Entry point (from `python -m src.e2e` or `python -m src.train task=e2e`): resolved config -> summary."""
+    t0 = time.perf_counter()
+    s = settings(cfg)
+    seed = int(cfg.get("seed", 42))
+    out_dir = REPO_ROOT / s["reports_dir"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meas = pd.read_parquet(REPO_ROOT / cfg["data"]["measurements"])
+    rows = eligible_rows(meas, s["data_modes"])
+    dataset, _, ptx = build_dataset(REPO_ROOT, cfg["data"], cfg["features"], cfg["target"], seed=seed)
+    if ptx:
+        raise ValueError("the e2e comparison uses a global model without PTX features (features=engineered)")
+    cols = input_columns(cfg["features"], [])
+
+    results: dict = {}
+    preds_all = []
+    for ctx in s["contexts"]:
+        d = label_groups(rows, ctx, int(s["min_batches"]))
+        if s["max_groups"]:
+            d = d[d["group"] < int(s["max_groups"])].reset_index(drop=True)
+        results[ctx] = {}
+        coefficients(d).to_csv(out_dir / f"coefficients_{ctx}.csv", index=False)
+        for proto in s["protocols"]:
+            pred = pd.concat([evaluate(d, m) for m in holdout_mask(d, proto, seed)], ignore_index=True)
+            if pred.empty:
+                results[ctx][proto] = {"rows": 0}
+                continue
+            r = summarise(pred, d)
+            if proto in s["compare_protocols"]:
+                g = global_predictions(cfg, s, dataset, cols, set(pred["measurement_id"]))
+                both = pred.merge(g, on="measurement_id", how="inner")
+                pred = pred.merge(g, on="measurement_id", how="left")
+                r["global_comparison"] = {
+                    "rows": int(len(both)), "groups": int(both["group"].nunique()),
+                    "e2e_mape": mape(both["measured_ms"], both["e2e_ms"]),
+                    "proportional_mape": mape(both["measured_ms"], both["proportional_ms"]),
+                    "global_mape": mape(both["measured_ms"], both["global_ms"]),
+                    "rows_not_in_global_dataset": int(len(pred) - len(both)),
+                }
+                src = both.merge(d[["measurement_id", "source", "mode"]].drop_duplicates("measurement_id"),
+                                 on="measurement_id", how="left")
+                r["global_comparison"]["by_source_mode_fit_kind"] = {
+                    f"{a}/{b}/{k}": {"rows": int(len(g)), "e2e_mape": mape(g["measured_ms"], g["e2e_ms"]),
+                                     "global_mape": mape(g["measured_ms"], g["global_ms"])}
+                    for (a, b, k), g in src.groupby(["source", "mode", "fit_kind"])}
+            results[ctx][proto] = r
+            pred["context"], pred["protocol"] = ctx, proto
+            preds_all.append(pred)
+            log.info("e2e %s/%s: %d rows, e2e MAPE %.2f %%%s", ctx, proto, r["rows"], r["e2e_mape"],
+                     f", global {r['global_comparison']['global_mape']:.2f} % vs e2e "
+                     f"{r['global_comparison']['e2e_mape']:.2f} % on {r['global_comparison']['rows']} rows"
+                     if "global_comparison" in r else "")
+    mirror = Path(s["iterations_mirror"])
+    mirror = mirror if mirror.is_absolute() else (REPO_ROOT / mirror).resolve()
+    try:
+        ev = iterations.evaluate(iterations.read_samples(mirror), int(s["iterations_fit"]))
+        ev.to_csv(out_dir / "iterations.csv", index=False)
+        iter_summary = iterations.summary(ev)
+        log.info("iterations: %d series, total time from a %d-iteration profile: MAPE %.2f %% (iters * step)",
+                 iter_summary["all"]["series"], s["iterations_fit"], iter_summary["all"]["product_short_mape"])
+    except FileNotFoundError as exc:
+        iter_summary = {"skipped": str(exc)}
+        log.warning("iterations check skipped: %s", exc)
+    preds = pd.concat(preds_all, ignore_index=True) if preds_all else pd.DataFrame()
+    preds.to_csv(out_dir / "heldout_predictions.csv.gz", index=False)  # ~6 MB uncompressed
+    plot_comparison(results, out_dir / "e2e_vs_global.png")
+    commit, dirty = git_commit()
+    summary = {"settings": s, "results": results, "iterations": iter_summary, "wall_seconds": time.perf_counter() - t0,
+               "data_version": file_md5(REPO_ROOT / cfg["data"]["measurements"]), "git_commit": commit,
+               "git_dirty": dirty}
+    (out_dir / "metrics.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+
+    setup(cfg["mlflow"]["tracking_uri"], s["experiment"], cfg["mlflow"]["artifact_root"])
+    with mlflow.start_run(run_name="e2e"):
+        mlflow.set_tags({"run_kind": "e2e", "data_version": summary["data_version"], "git_commit": commit})
+        mlflow.log_params({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in s.items()})
+        for ctx, protos in results.items():
+            for proto, r in protos.items():
+                for k in ("rows", "groups", "e2e_mape", "proportional_mape"):
+                    if k in r:
+                        mlflow.log_metric(f"{ctx}.{proto}.{k}", float(r[k]))
+                for k, v in (r.get("global_comparison") or {}).items():
+                    if not isinstance(v, dict):
+                        mlflow.log_metric(f"{ctx}.{proto}.same_rows.{k}", float(v))
+        for mode, v in iter_summary.items():
+            if isinstance(v, dict):
+                mlflow.log_metrics({f"iterations.{mode}.{k}": float(x) for k, x in v.items()})
+        mlflow.log_artifacts(str(out_dir), artifact_path="e2e")
+    summary["wall_seconds"] = time.perf_counter() - t0
+    return summary

@@ -1,0 +1,1 @@
+"""Metrics, importances, plots and the aggregation of per-model reports into reports/metrics.json."""

@@ -1,0 +1,107 @@
+"""DVC stage `evaluate`: collect reports/train/<model>/metrics.json into reports/metrics.json (+ plots, table).
+
+Usage: python -m src.evaluate [hydra overrides]. reports/metrics.json: protocol -> model -> metrics, where
+`mape`/`median_ape` are percent on the original scale (ms), `r2`/`adj_r2` are on the original scale, and for
+grouped protocols every value is the mean over held-out groups (pooled values under `pooled_*`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import hydra
+import mlflow
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from src.evaluate import plots
+from src.tracking import setup
+from src.train.config import REPO_ROOT, register_resolvers
+
+register_resolvers()
+log = logging.getLogger("cnnperf.evaluate")
+MODELS = ("lr", "knn", "rf", "dt", "xgb")
+PROTOCOLS = ("random", "leave_gpu_out", "leave_family_out")
+KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
+
+
+def collect(reports_dir, models=MODELS) -> tuple[dict, dict]:
+    """(protocol -> model -> metrics, model -> per-model summary) from the per-model reports present."""
+    table: dict = {}
+    summaries: dict = {}
+    for m in models:
+        path = reports_dir / m / "metrics.json"
+        if not path.exists():
+            log.warning("%s: missing (model %s not trained yet)", path, m)
+            continue
+        s = json.loads(path.read_text())
+        summaries[m] = s
+        for protocol, res in s["protocols"].items():
+            row = {k: res[k] for k in KEYS if k in res}
+            row["n_features"] = res.get("n_features")
+            if protocol == "random":
+                row["cv_mape"] = res["cv_mape"]
+                row["test_rows"] = res["test_rows"]
+            else:
+                row.update({f"pooled_{k}": res["pooled"][k] for k in KEYS})
+                row["groups"] = len(res["per_group"])
+                row["per_group_mape"] = {g: v["mape"] for g, v in res["per_group"].items()}
+            table.setdefault(protocol, {})[m] = row
+    ordered = {p: table[p] for p in PROTOCOLS if p in table}
+    return ordered, summaries
+
+
+def markdown(table: dict) -> str:
+    lines = ["| protocol | model | MAPE % | median APE % | within ±10 % | R² | adj. R² | R² (log) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for p, models in table.items():
+        for m, r in models.items():
+            lines.append(f"| {p} | {m} | {r['mape']:.2f} | {r['median_ape']:.2f} | {r['within_10pct']:.3f} | "
+                         f"{r['r2']:.4f} | {r['adj_r2']:.4f} | {r['r2_log']:.4f} |")
+    return "\n".join(lines) + "\n"
+
+
+@hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    c = OmegaConf.to_container(cfg, resolve=True)
+    rep = REPO_ROOT / c["reports_dir"]
+    table, summaries = collect(rep)
+    if not table:
+        raise SystemExit(f"no per-model reports under {rep}: run `python -m src.train model=<name>` first")
+    (REPO_ROOT / "reports" / "metrics.json").write_text(json.dumps(table, indent=2) + "\n")
+    (rep / "metrics_table.md").write_text(markdown(table))
+    for metric in ("mape", "r2"):
+        plots.metric_table(table, rep / f"{metric}_by_protocol.png", metric)
+    # DVC plot data: predicted vs measured (random protocol, <= 2000 rows per model) and importances.
+    preds, imps = [], []
+    for m in summaries:
+        p = rep / m / "random" / "predictions.csv"
+        if p.exists():
+            df = pd.read_csv(p)
+            preds.append(df.sample(n=min(2000, len(df)), random_state=0).assign(estimator=m))
+        for protocol in table:
+            ip = rep / m / protocol / "importances.csv"
+            if ip.exists():
+                imps.append(pd.read_csv(ip).assign(estimator=m, protocol=protocol))
+    if preds:
+        pd.concat(preds)[["estimator", "gpu", "measured", "predicted"]].to_csv(rep / "predicted_vs_measured.csv",
+                                                                               index=False)
+    if imps:
+        all_imp = pd.concat(imps)
+        perm = all_imp[all_imp["kind"].eq("permutation_mape_pp") & all_imp["protocol"].eq("random")]
+        perm[["estimator", "feature", "importance"]].to_csv(rep / "permutation_importance.csv", index=False)
+        all_imp.to_csv(rep / "importances_all.csv", index=False)
+    setup(c["mlflow"]["tracking_uri"], c["mlflow"]["experiment"], c["mlflow"]["artifact_root"])
+    with mlflow.start_run(run_name="evaluate/summary"):
+        mlflow.set_tags({"run_kind": "summary"})
+        for p, models in table.items():
+            for m, r in models.items():
+                mlflow.log_metrics({f"{p}/{m}/{k}": r[k] for k in ("mape", "r2", "adj_r2")})
+        mlflow.log_artifact(str(REPO_ROOT / "reports" / "metrics.json"))
+        mlflow.log_artifact(str(rep / "metrics_table.md"))
+    print(markdown(table))
+
+
+if __name__ == "__main__":
+    main()

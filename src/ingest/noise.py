@@ -1,0 +1,64 @@
+"""The measurement noise floor: how much repeated measurements of one configuration disagree.
+
+No predictor can be more accurate than the data's own repeatability, so later stages compare against it.
+Two estimates (the headline `noise_floor_mape_pct` is the first one restricted to PyTorch 2.x pairs, since
+older-version pairs also measure real software speed-ups, not only noise):
+- `timm_cross_version`: the same GPU, model and configuration (precision, layout, compile mode, image and
+  batch size, mode) measured under different PyTorch versions; for every ordered pair (a, b) the absolute
+  percentage error of predicting b by a, |a - b| / b. Its mean is the MAPE of a perfect "repeat" predictor.
+- `ryujaehun_within_run`: the per-iteration spread of one run, inter-quartile range / median.
+"""
+
+from __future__ import annotations
+
+from itertools import permutations
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+CONFIG = ["gpu", "model", "mode", "precision", "memory_layout", "compile_mode", "img_size", "batch_size"]
+
+
+def _stats(values: np.ndarray) -> dict[str, float]:
+    if len(values) == 0:
+        return {"n": 0}
+    return {
+        "n": int(len(values)),
+        "mean_pct": float(np.mean(values) * 100),
+        "median_pct": float(np.median(values) * 100),
+        "p90_pct": float(np.quantile(values, 0.9) * 100),
+    }
+
+
+def cross_version_errors(frame: pd.DataFrame) -> pd.DataFrame:
+    """Ordered pairs of timm repeats of one configuration under two PyTorch versions, with |a-b|/b."""
+    timm = frame[(frame["source"] == "timm") & ~frame["is_cpu"]]
+    pairs: list[dict[str, Any]] = []
+    for key, group in timm.groupby(CONFIG, sort=False):
+        if group["framework_version"].nunique() < 2:
+            continue
+        by_version = group.groupby("framework_version")["latency_ms"].median()
+        for (va, a), (vb, b) in permutations(by_version.items(), 2):
+            pairs.append({"gpu": key[0], "version_a": va, "version_b": vb, "ape": abs(a - b) / b})
+    return pd.DataFrame(pairs, columns=["gpu", "version_a", "version_b", "ape"])
+
+
+def noise_floor(frame: pd.DataFrame) -> dict[str, Any]:
+    """Noise-floor metrics (percent) for the DVC metrics file."""
+    pairs = cross_version_errors(frame)
+    per_gpu = {gpu: _stats(group["ape"].to_numpy()) for gpu, group in pairs.groupby("gpu")}
+    label = pairs["gpu"] + " pt" + pairs[["version_a", "version_b"]].min(axis=1) + " vs pt" + pairs[
+        ["version_a", "version_b"]].max(axis=1)
+    per_pair = {name: _stats(group["ape"].to_numpy()) for name, group in pairs.groupby(label)}
+    modern = pairs[pairs["version_a"].str.startswith("2.") & pairs["version_b"].str.startswith("2.")]
+    ryu = frame[(frame["source"] == "ryujaehun") & frame["latency_spread_ms"].notna()]
+    spread = (ryu["latency_spread_ms"] / ryu["latency_ms"]).to_numpy()
+    return {
+        "noise_floor_mape_pct": _stats(modern["ape"].to_numpy()).get("mean_pct"),
+        "timm_cross_version": {**_stats(pairs["ape"].to_numpy()), "per_gpu": per_gpu, "per_version_pair": per_pair},
+        "timm_cross_version_pytorch2": _stats(modern["ape"].to_numpy()),
+        "ryujaehun_within_run_iqr_over_median": _stats(spread),
+        "definition": "timm: |a-b|/b over ordered pairs of PyTorch versions, same GPU/model/config; "
+        "ryujaehun: IQR/median of per-iteration samples after warm-up",
+    }

@@ -1,0 +1,157 @@
+"""The ingest stage: raw mirror (or pinned downloads) -> validated measurement, GPU and quarantine tables."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm
+
+from .gpus import gpu_features
+from .manifest import load_manifest, resolve
+from .noise import noise_floor
+from .records import ParseResult
+from .sources import dlinfbench, lambda_tf, own, ryujaehun, timm
+from .validate import validate
+
+SOURCES = ("timm", "ryujaehun", "dlinfbench", "lambda", "own")
+
+
+class AccountingError(RuntimeError):
+    """Rows read did not equal rows ingested plus rows quarantined: something was lost."""
+
+
+@dataclass
+class IngestOutput:
+    measurements: pd.DataFrame
+    gpus: pd.DataFrame
+    quarantine: pd.DataFrame
+    read: dict[str, int]
+
+
+def resolve_files(mirror: Path, cache: Path, download_missing: bool, manifest: Path | None = None) -> dict[str, Path]:
+    """Every manifest file as a local path (mirror, or a verified download into `cache`)."""
+    entries = load_manifest(manifest) if manifest else load_manifest()
+    return {
+        rel: resolve(entry, mirror, cache, download_missing)
+        for rel, entry in tqdm(sorted(entries.items()), desc="raw files (sha256)", unit="file", leave=False)
+    }
+
+
+def parse_all(files: dict[str, Path], warmup: int, own_dir: Path | None) -> dict[str, ParseResult]:
+    """Run every source parser; returns one ParseResult per source."""
+    manifest = load_manifest()
+    commits = {rel: e.commit for rel, e in manifest.items()}
+    results = {name: ParseResult() for name in SOURCES}
+    rels = sorted(files)
+    for rel in tqdm([r for r in rels if r.startswith("timm/")], desc="timm", unit="file", leave=False):
+        result = timm.parse_file(files[rel], rel, commits.get(rel, ""))
+        results["timm"].extend(result)
+    for rel in tqdm([r for r in rels if r.startswith("ryujaehun-") and r.endswith(".csv")], desc="ryujaehun",
+                    unit="file", leave=False):
+        results["ryujaehun"].extend(ryujaehun.parse_file(files[rel], rel, commits.get(rel, ""), warmup))
+    results["dlinfbench"] = dlinfbench.parse(files, first_commit(commits, "nicklhy-DLInfBench"))
+    logs = lambda_tf.parse_logs(files[lambda_tf.DERIVED], commits[lambda_tf.DERIVED], files)
+    log_keys = {
+        (r["gpu"], r["num_gpus"], r["precision"], r["mode"], r["model"], int(float(r["batch_size"])))
+        for r in logs.rows
+    }
+    results["lambda"] = logs
+    results["lambda"].extend(lambda_tf.parse_summaries(files, commits, log_keys))
+    if own_dir is not None and own_dir.is_dir():
+        for path in sorted(own_dir.glob("*.csv")):
+            results["own"].extend(own.parse_file(path, path.as_posix()))
+    return results
+
+
+def first_commit(commits: dict[str, str], top: str) -> str:
+    return next((c for rel, c in commits.items() if rel.startswith(top + "/") and c), "")
+
+
+def run(mirror: Path, cache: Path, download_missing: bool = True, warmup: int = 1,
+        own_dir: Path | None = None) -> IngestOutput:
+    """The whole ingest, pure apart from reading the raw files."""
+    files = resolve_files(mirror, cache, download_missing)
+    parsed = parse_all(files, warmup, own_dir)
+    rows = [row for result in parsed.values() for row in result.rows]
+    quarantine = [q for result in parsed.values() for q in result.quarantine]
+    measurements, rejected = validate(rows)
+    quarantine.extend(rejected)
+    quarantine_frame = pd.DataFrame(quarantine, columns=["source", "source_file", "row_key", "reason", "raw"])
+    read = {name: result.n_read for name, result in parsed.items()}
+    check_accounting(read, measurements, quarantine_frame)
+    gpus = gpu_features(sorted(measurements.loc[~measurements["is_cpu"], "gpu"].unique()))
+    return IngestOutput(measurements, gpus, quarantine_frame, read)
+
+
+def check_accounting(read: dict[str, int], measurements: pd.DataFrame, quarantine: pd.DataFrame) -> None:
+    """Raise unless, per source, ingested source rows + quarantined rows = rows read."""
+    ingested = measurements.groupby("source")["source_rows"].sum().to_dict()
+    held = quarantine.groupby("source").size().to_dict()
+    for source, n_read in read.items():
+        total = int(ingested.get(source, 0)) + int(held.get(source, 0))
+        if total != n_read:
+            raise AccountingError(f"{source}: read {n_read} rows but ingested + quarantined = {total}")
+
+
+def summary(out: IngestOutput) -> dict[str, Any]:
+    """Counts per source (read / ingested / quarantined by reason), GPUs, models."""
+    m, q = out.measurements, out.quarantine
+    per_source = {}
+    for source in SOURCES:
+        rows = m[m["source"] == source]
+        reasons = Counter(_reason_class(r) for r in q.loc[q["source"] == source, "reason"])
+        per_source[source] = {
+            "read": out.read.get(source, 0),
+            "ingested": int(len(rows)),
+            "quarantined": int(sum(reasons.values())),
+            "quarantine_reasons": dict(reasons.most_common()),
+            "gpus": int(rows.loc[~rows["is_cpu"], "gpu"].nunique()),
+            "models": int(rows["model_key"].nunique()),
+        }
+    gpu_rows = m[~m["is_cpu"]]
+    return {
+        "rows": int(len(m)),
+        "gpu_rows": int(len(gpu_rows)),
+        "cpu_rows": int(m["is_cpu"].sum()),
+        "distinct_gpus": int(gpu_rows["gpu"].nunique()),
+        "distinct_models": int(m["model_key"].nunique()),
+        "distinct_cnn_models": int(m.loc[m["is_cnn"], "model_key"].nunique()),
+        "quarantined": int(len(q)),
+        "per_source": per_source,
+    }
+
+
+def _reason_class(reason: str) -> str:
+    """Group reasons that embed values ('non-numeric latency_ms: 'x'') by their leading words."""
+    if reason.startswith("exact duplicate"):
+        return "exact duplicate"
+    for sep in (":", " ("):
+        if sep in reason:
+            reason = reason.split(sep, 1)[0]
+    return reason
+
+
+def rows_per_source_gpu(m: pd.DataFrame) -> pd.DataFrame:
+    """Rows per source x GPU x mode (the DVC plot and the printed table)."""
+    table = m.groupby(["source", "gpu", "mode"]).agg(rows=("measurement_id", "size"),
+                                                     models=("model_key", "nunique"))
+    return table.reset_index().sort_values(["source", "gpu", "mode"])
+
+
+def write(out: IngestOutput, data_dir: Path, reports_dir: Path) -> dict[str, Any]:
+    """Write the three tables and the metrics/plot files; returns the summary."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    out.measurements.to_parquet(data_dir / "measurements.parquet", index=False)
+    out.gpus.to_parquet(data_dir / "gpus.parquet", index=False)
+    out.quarantine.to_parquet(data_dir / "quarantine.parquet", index=False)
+    info = summary(out)
+    (reports_dir / "summary.json").write_text(json.dumps(info, indent=2) + "\n")
+    (reports_dir / "noise_floor.json").write_text(json.dumps(noise_floor(out.measurements), indent=2) + "\n")
+    rows_per_source_gpu(out.measurements).to_csv(reports_dir / "rows_per_source_gpu.csv", index=False)
+    return info

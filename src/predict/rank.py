@@ -1,0 +1,121 @@
+"""Rank GPUs for one CNN: predicted latency, throughput, roofline bound and conformal interval per GPU x batch."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from src.features.engineer import engineer
+from src.predict import conformal
+from src.predict.cnn import CnnFeatures
+from src.predict.gpus import GpuSelection
+from src.predict.model import LoadedModel
+from src.serve.model import predict_frame
+
+SPEC_COLUMNS = ["architecture", "compute_capability", "memory_size_gb", "memory_bandwidth_gbs", "tensor_fp16_tflops",
+                "fp32_tflops", "sm_count"]
+
+
+@dataclass
+class RankResult:
+    table: pd.DataFrame
+    timings: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def request_frame(cnn: CnnFeatures, gpus: pd.DataFrame, batch_sizes: list[int], precision: str, mode: str,
+                  layout: str, compile_mode: str, framework: str = "pytorch", framework_version: str = "unknown",
+                  family: str | None = None) -> pd.DataFrame:
+    """One request row per GPU x batch size, in the served model's human-level columns.
+
+    Categorical columns a model does not use are harmless (the Pipeline selects its input columns). The CNN
+    family defaults to the ingest's rule on the model name (DenseNet121 -> densenet); models that treat family
+    and framework version as open categories encode unseen values as unknown.
+    """
+    from src.ingest.models import model_family
+
+    family = family or model_family(cnn.name)
+    bad = [b for b in batch_sizes if int(b) != b or b < 1]
+    if bad:
+        raise ValueError(f"batch sizes must be whole numbers >= 1, got {bad}")
+    rows = [{"gpu": g, "param_count_m": cnn.param_count_m, "gmacs": cnn.gmacs, "activations_m": cnn.activations_m,
+             "batch_size": int(b), "img_size": int(cnn.img_size), "precision": precision, "mode": mode,
+             "memory_layout": layout, "compile_mode": compile_mode, "framework": framework,
+             "framework_version": framework_version, "family": family}
+            for b in batch_sizes for g in gpus["gpu"]]
+    return pd.DataFrame(rows)
+
+
+def predict_latency(model: LoadedModel, request: pd.DataFrame, gpus: pd.DataFrame) -> np.ndarray:
+    """Latency (target unit) through the pyfunc's own validation + Pipeline, with any GPUs' spec rows."""
+    if model.meta.get("ptx_features"):
+        raise ValueError(f"model {model.uri} needs PTX count features {model.meta['ptx_features'][:3]}...; "
+                         "the DSE command supports models trained without PTX features (features=engineered "
+                         "or static)")
+    table = gpus[["gpu"] + list(model.meta["gpu_features"])]
+    out = predict_frame(model.pipeline, table, model.meta, request)
+    return out[model.meta["output"]].to_numpy(dtype=float)
+
+
+def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_sizes: list[int],
+         precision: str = "amp_fp16", mode: str = "inference", layout: str = "nchw", compile_mode: str = "eager",
+         level: float = 0.9, cnn_seen: bool | None = None, framework: str = "pytorch",
+         framework_version: str = "unknown", family: str | None = None) -> RankResult:
+    """Predict every (GPU, batch) pair and rank GPUs by latency within each batch size.
+
+    `cnn_seen`: whether the CNN is in the model's training data (None: decided from the calibration's list of
+    training model keys by name). It picks the conformal quantile (row / gpu / cnn / gpu_cnn novelty).
+    """
+    if model.meta.get("output") != "latency_ms":
+        raise ValueError(f"model {model.uri} predicts {model.meta.get('output')!r}; ranking needs a latency_ms model")
+    gpus = selection.features
+    t0 = time.perf_counter()
+    req = request_frame(cnn, gpus, batch_sizes, precision, mode, layout, compile_mode, framework,
+                        framework_version, family)
+    lat = predict_latency(model, req, gpus)
+    t_pred = time.perf_counter() - t0
+
+    joined = req.merge(gpus, on="gpu", how="left")
+    roof = engineer(joined)
+    out = pd.DataFrame({
+        "gpu": req["gpu"], "batch_size": req["batch_size"].astype(int),
+        "latency_ms": lat, "throughput_per_s": req["batch_size"].to_numpy() / lat * 1e3,
+        "roofline_ms": roof["t_roofline_ms"].to_numpy(),
+        "bound": np.where(roof["t_compute_ms"] >= roof["t_memory_ms"], "compute", "memory"),
+    })
+    out["roofline_fraction"] = out["roofline_ms"] / out["latency_ms"]
+    cal = model.conformal
+    notes: list[str] = []
+    train_gpus = set(cal.get("train_gpus", [])) if cal else set()
+    out["gpu_in_training"] = out["gpu"].isin(train_gpus) if cal else np.nan
+    if cnn_seen is None:
+        keys = {k.lower() for k in (cal.get("train_model_keys", []) if cal else [])}
+        cnn_seen = cnn.name.lower().replace("-", "_") in keys
+    if cal:
+        kinds = [conformal.novelty(bool(g), bool(cnn_seen)) for g in out["gpu_in_training"]]
+        qs = np.array([conformal.pick_q(cal, k, level) for k in kinds])
+        out["interval_kind"] = kinds
+        out["latency_lo_ms"] = out["latency_ms"] * np.exp(-qs)
+        out["latency_hi_ms"] = out["latency_ms"] * np.exp(qs)
+        out["throughput_lo_per_s"] = out["batch_size"] / out["latency_hi_ms"] * 1e3
+        out["throughput_hi_per_s"] = out["batch_size"] / out["latency_lo_ms"] * 1e3
+    else:
+        notes.append("no conformal calibration found for this model: intervals are empty; run "
+                     "`python -m src.predict calibrate --model-uri <uri>` once")
+        for c in ("interval_kind", "latency_lo_ms", "latency_hi_ms", "throughput_lo_per_s", "throughput_hi_per_s"):
+            out[c] = np.nan
+    out["interval_level"] = level
+    out = out.merge(gpus[["gpu"] + [c for c in SPEC_COLUMNS if c in gpus.columns]], on="gpu", how="left")
+    out["rank"] = out.groupby("batch_size")["latency_ms"].rank(method="first").astype(int)
+    out = out.sort_values(["batch_size", "rank"]).reset_index(drop=True)
+    first = ["batch_size", "rank", "gpu", "latency_ms", "latency_lo_ms", "latency_hi_ms", "throughput_per_s",
+             "throughput_lo_per_s", "throughput_hi_per_s", "roofline_ms", "bound", "roofline_fraction",
+             "gpu_in_training", "interval_kind", "interval_level"]
+    out = out[first + [c for c in out.columns if c not in first]]
+    n = len(gpus)
+    timings = {"predict_seconds": t_pred, "n_gpus": n, "n_rows": len(req),
+               "predict_seconds_per_gpu": t_pred / max(n, 1)}
+    return RankResult(out, timings, notes)

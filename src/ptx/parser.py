@@ -1,0 +1,739 @@
+"""PTX parser: text -> PtxModule (kernels, functions, variables, instructions with line numbers).
+
+Covers what nvcc 11-13, LLVM NVPTX (XLA, Triton) and TVM-via-nvcc emit. Debug info (.loc, .file,
+.section blocks) is skipped. Anything the grammar does not accept raises PtxSyntaxError with the line.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+
+from src.ptx.isa import KNOWN_OPCODES
+
+
+class PtxSyntaxError(ValueError):
+    """Malformed or unsupported PTX, with the 1-based line number and the text of that line."""
+
+    def __init__(self, line_no: int, line_text: str, message: str, source: str = "<string>"):
+        self.line_no = line_no
+        self.line_text = line_text
+        self.message = message
+        self.source = source
+        super().__init__(f"{source}:{line_no}: {message}: {line_text.strip()!r}")
+
+
+# ----------------------------------------------------------------------------------------------- operands
+@dataclass(frozen=True)
+class Reg:
+    name: str  # '%r1', '%tid.x', '%p2'; special registers keep their dotted name
+
+
+@dataclass(frozen=True)
+class Imm:
+    value: int
+
+
+@dataclass(frozen=True)
+class FImm:
+    value: float
+    double: bool
+
+
+@dataclass(frozen=True)
+class Sym:
+    name: str  # label, variable, function or parameter name
+
+
+@dataclass(frozen=True)
+class Addr:
+    base: Reg | Sym | Imm | None
+    offset: int
+
+
+@dataclass(frozen=True)
+class Vec:
+    items: tuple
+
+
+@dataclass(frozen=True)
+class Pair:
+    """`%r10|%p2`: a value and a predicate written by one instruction (shfl.sync, setp with two outputs)."""
+
+    first: Reg
+    second: Reg
+
+
+@dataclass(frozen=True)
+class Sink:
+    """`_` operand: result discarded."""
+
+
+@dataclass(frozen=True)
+class ArgList:
+    """Parenthesised operand list of `call`: (retval0) or (param0, param1)."""
+
+    items: tuple
+
+
+Operand = Reg | Imm | FImm | Sym | Addr | Vec | Pair | Sink | ArgList
+
+
+@dataclass
+class Instruction:
+    opcode: str  # full dotted opcode, e.g. 'ld.global.nc.v4.f32'
+    operands: tuple
+    line: int
+    text: str
+    pred: str | None = None  # guard predicate register
+    pred_neg: bool = False
+
+    @property
+    def base(self) -> str:
+        return self.opcode.split(".", 1)[0]
+
+    @property
+    def mods(self) -> tuple[str, ...]:
+        return tuple(self.opcode.split(".")[1:])
+
+
+@dataclass
+class Variable:
+    name: str
+    space: str  # global, shared, const, local, param
+    vtype: str
+    size: int  # bytes (0 for extern/unsized)
+    align: int = 0
+    init: tuple = ()
+
+
+@dataclass
+class Function:
+    """A .entry (kernel) or .func. Body items: Instruction or label str, in program order."""
+
+    name: str
+    is_entry: bool
+    params: list[tuple[str, str]]  # (name, ptx type) in order
+    returns: list[tuple[str, str]]
+    body: list = field(default_factory=list)  # Instruction | str (label)
+    regs: dict[str, str] = field(default_factory=dict)  # register name -> type
+    reg_ranges: dict[str, tuple[int, str]] = field(default_factory=dict)  # '%r' -> (count, type) of %r<N>
+    local_vars: dict[str, Variable] = field(default_factory=dict)
+    directives: dict[str, tuple[int, ...]] = field(default_factory=dict)  # .reqntid, .maxntid, ...
+    line: int = 0
+    defined: bool = True
+
+    @property
+    def instructions(self) -> list[Instruction]:
+        return [x for x in self.body if isinstance(x, Instruction)]
+
+
+Kernel = Function
+
+
+@dataclass
+class PtxModule:
+    version: str = ""
+    target: tuple[str, ...] = ()
+    address_size: int = 64
+    functions: dict[str, Function] = field(default_factory=dict)
+    variables: dict[str, Variable] = field(default_factory=dict)
+    pragmas: list[str] = field(default_factory=list)
+    source: str = "<string>"
+
+    @property
+    def kernels(self) -> dict[str, Function]:
+        return {n: f for n, f in self.functions.items() if f.is_entry and f.defined}
+
+
+# ---------------------------------------------------------------------------------------------- tokenizer
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<ws>[ \t\r\f\v]+)
+  | (?P<nl>\n)
+  | (?P<str>"(?:[^"\\\n]|\\.)*")
+  | (?P<float>0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16})
+  | (?P<num>0[xX][0-9a-fA-F]+U?|0[bB][01]+U?|[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+U?)
+  | (?P<id>[A-Za-z_$%.][A-Za-z0-9_$%.]*)
+  | (?P<punct>[;,{}\[\]()+\-@!:<>|=*/~&^])
+    """,
+    re.VERBOSE,
+)
+
+_TYPES = {
+    ".b8", ".b16", ".b32", ".b64", ".b128", ".u8", ".u16", ".u32", ".u64", ".s8", ".s16", ".s32", ".s64",
+    ".f16", ".f16x2", ".bf16", ".bf16x2", ".f32", ".f64", ".pred", ".tf32", ".e4m3", ".e5m2",
+}
+_TYPE_SIZE = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
+_SPACES = {".global", ".shared", ".const", ".local", ".param", ".tex"}
+_LINKAGE = {".visible", ".extern", ".weak", ".common"}
+_PERF_DIRECTIVES = {
+    ".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm", ".maxnreg", ".noreturn", ".pragma",
+    ".explicitcluster", ".reqnctapercluster", ".maxclusterrank", ".blocksareclusters",
+}
+
+
+class _Tok:
+    __slots__ = ("kind", "text", "line")
+
+    def __init__(self, kind: str, text: str, line: int):
+        self.kind = kind
+        self.text = text
+        self.line = line
+
+
+def type_size(ptype: str) -> int:
+    """Bytes of a PTX scalar type like '.f32' or 'u64' (pred counts as 1)."""
+    t = ptype.lstrip(".")
+    if t == "pred":
+        return 1
+    if t in ("f16x2", "bf16x2"):
+        return 4
+    m = re.search(r"(\d+)$", t)
+    if not m:
+        return 4
+    return _TYPE_SIZE.get(m.group(1), int(m.group(1)) // 8 or 1)
+
+
+def _strip_comments(text: str) -> str:
+    """Remove // and /* */ comments, keeping newlines so line numbers stay valid."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"' and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i : j + 1])
+            i = j + 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            seg = text[i : n if j < 0 else j + 2]
+            out.append("\n" * seg.count("\n"))
+            i = n if j < 0 else j + 2
+        else:
+            j = i
+            while j < n and text[j] not in '"/':
+                j += 1
+            if j == i:
+                out.append(c)
+                j = i + 1
+            else:
+                out.append(text[i:j])
+            i = j
+    return "".join(out)
+
+
+class _Parser:
+    def __init__(self, text: str, source: str):
+        self.source = source
+        self.lines = text.split("\n")
+        self.toks = self._tokenize(_strip_comments(text))
+        self.i = 0
+        self.module = PtxModule(source=source)
+
+    # -- errors / token helpers
+    def error(self, message: str, tok: _Tok | None = None) -> PtxSyntaxError:
+        if tok is None:
+            tok = self.toks[self.i] if self.i < len(self.toks) else (self.toks[-1] if self.toks else None)
+        line = tok.line if tok else 1
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        return PtxSyntaxError(line, text, message, self.source)
+
+    def _tokenize(self, text: str) -> list[_Tok]:
+        """Tokens line by line (whitespace skipped by the regex scanner); .loc/.file lines dropped."""
+        toks: list[_Tok] = []
+        append = toks.append
+        finditer = _TOKEN_RE.finditer
+        for line_no, line_text in enumerate(text.split("\n"), start=1):
+            pos = 0
+            first = True
+            for m in finditer(line_text):
+                if m.start() != pos:
+                    break
+                pos = m.end()
+                kind = m.lastgroup
+                if kind == "ws":
+                    continue
+                s = m.group()
+                if first and kind == "id" and s in (".loc", ".file"):
+                    pos = len(line_text)  # debug line directives have no ';' and end at the line end
+                    break
+                first = False
+                append(_Tok(kind, s, line_no))
+            if pos != len(line_text):
+                raw = self.lines[line_no - 1] if line_no <= len(self.lines) else ""
+                raise PtxSyntaxError(line_no, raw, f"unexpected character {line_text[pos]!r}", self.source)
+        return toks
+
+    def peek(self, k: int = 0) -> _Tok | None:
+        j = self.i + k
+        return self.toks[j] if j < len(self.toks) else None
+
+    def next(self) -> _Tok:
+        if self.i >= len(self.toks):
+            raise self.error("unexpected end of input")
+        t = self.toks[self.i]
+        self.i += 1
+        return t
+
+    def expect(self, text: str) -> _Tok:
+        t = self.next()
+        if t.text != text:
+            self.i -= 1
+            raise self.error(f"expected {text!r}, found {t.text!r}", t)
+        return t
+
+    def accept(self, text: str) -> bool:
+        t = self.peek()
+        if t is not None and t.text == text:
+            self.i += 1
+            return True
+        return False
+
+    def int_tok(self) -> int:
+        neg = self.accept("-")
+        t = self.next()
+        if t.kind != "num" or "." in t.text:
+            self.i -= 1
+            raise self.error(f"expected an integer, found {t.text!r}", t)
+        v = _parse_int(t.text)
+        return -v if neg else v
+
+    def skip_braces(self) -> None:
+        self.expect("{")
+        depth = 1
+        while depth:
+            t = self.next()
+            if t.text == "{":
+                depth += 1
+            elif t.text == "}":
+                depth -= 1
+
+    # -- module level
+    def parse(self) -> PtxModule:
+        mod = self.module
+        while self.peek() is not None:
+            t = self.peek()
+            s = t.text
+            if s == ".version":
+                self.next()
+                v = self.next()
+                mod.version = v.text
+            elif s == ".target":
+                self.next()
+                targets = [self.next().text]
+                while self.accept(","):
+                    targets.append(self.next().text)
+                mod.target = tuple(targets)
+            elif s == ".address_size":
+                self.next()
+                mod.address_size = self.int_tok()
+            elif s == ".section":
+                self.next()
+                self.next()
+                self.skip_braces()
+            elif s == ".pragma":
+                self.next()
+                mod.pragmas.append(self.next().text)
+                self.expect(";")
+            elif s in _LINKAGE or s in (".entry", ".func") or s in _SPACES or s == ".alias":
+                self.parse_decl()
+            elif s == ";":
+                self.next()
+            else:
+                raise self.error(f"unexpected token {s!r} at module level", t)
+        return mod
+
+    def parse_decl(self) -> None:
+        linkage = set()
+        while self.peek() is not None and self.peek().text in _LINKAGE:
+            linkage.add(self.next().text)
+        t = self.peek()
+        if t is None:
+            raise self.error("declaration expected")
+        if t.text in (".entry", ".func"):
+            self.parse_function(linkage)
+        elif t.text in _SPACES:
+            var = self.parse_variable()
+            self.module.variables[var.name] = var
+        elif t.text == ".alias":
+            while self.next().text != ";":
+                pass
+        else:
+            raise self.error(f"expected .entry, .func or a state space, found {t.text!r}", t)
+
+    def parse_variable(self) -> Variable:
+        space_tok = self.next()
+        space = space_tok.text.lstrip(".")
+        align = 0
+        vec = 1
+        vtype = None
+        while True:
+            t = self.peek()
+            if t is None:
+                raise self.error("unterminated variable declaration", space_tok)
+            if t.text == ".align":
+                self.next()
+                align = self.int_tok()
+            elif t.text in (".v2", ".v4", ".v8"):
+                self.next()
+                vec = int(t.text[2:])
+            elif t.text in _TYPES or t.text in (".texref", ".samplerref", ".surfref"):
+                vtype = self.next().text
+            elif t.text in (".ptr",) or t.text in _SPACES:
+                self.next()
+            else:
+                break
+        if vtype is None:
+            raise self.error("variable declaration without a type", self.peek())
+        name_tok = self.next()
+        if name_tok.kind != "id":
+            raise self.error(f"expected a variable name, found {name_tok.text!r}", name_tok)
+        count = 1
+        unsized = False
+        while self.accept("["):
+            if self.accept("]"):
+                unsized = True
+                continue
+            count *= self.int_tok()
+            self.expect("]")
+        if self.accept("<"):  # parameterised names: .reg .b32 %r<14>
+            count = self.int_tok()
+            self.expect(">")
+        init: list = []
+        if self.accept("="):
+            depth = 0
+            while True:
+                t = self.next()
+                if t.text == "{":
+                    depth += 1
+                elif t.text == "}":
+                    depth -= 1
+                elif t.kind in ("num", "float"):
+                    init.append(t.text)
+                if depth == 0 and self.peek() is not None and self.peek().text in (";", ","):
+                    break
+        size = 0 if unsized else type_size(vtype) * vec * count
+        var = Variable(name_tok.text, space, vtype, size, align, tuple(init))
+        if self.peek() is not None and self.peek().text == ",":
+            # several names in one declaration are rare outside .reg; accept and keep the first
+            while self.next().text != ";":
+                pass
+            return var
+        self.expect(";")
+        return var
+
+    def parse_param_list(self) -> list[tuple[str, str]]:
+        params: list[tuple[str, str]] = []
+        self.expect("(")
+        if self.accept(")"):
+            return params
+        while True:
+            t = self.next()
+            if t.text not in (".param", ".reg"):
+                self.i -= 1
+                raise self.error(f"expected .param in parameter list, found {t.text!r}", t)
+            ptype = None
+            while self.peek() is not None and self.peek().text.startswith(".") and self.peek().kind == "id":
+                x = self.next().text
+                if x == ".align":
+                    self.int_tok()
+                elif x in _TYPES:
+                    ptype = x
+                elif x == ".ptr" or x in _SPACES:
+                    pass
+                else:
+                    raise self.error(f"unexpected parameter attribute {x!r}")
+            name = self.next()
+            if name.kind != "id" or ptype is None:
+                raise self.error("malformed parameter declaration", name)
+            pname = name.text
+            ptext = ptype
+            if self.accept("["):
+                n = self.int_tok()
+                self.expect("]")
+                ptext = f"{ptype}[{n}]"
+            params.append((pname, ptext))
+            if self.accept(")"):
+                return params
+            self.expect(",")
+
+    def parse_function(self, linkage: set[str]) -> None:
+        kind_tok = self.next()
+        is_entry = kind_tok.text == ".entry"
+        returns: list[tuple[str, str]] = []
+        if not is_entry and self.peek() is not None and self.peek().text == "(":
+            returns = self.parse_param_list()
+        name_tok = self.next()
+        if name_tok.kind != "id":
+            raise self.error(f"expected a function name, found {name_tok.text!r}", name_tok)
+        params: list[tuple[str, str]] = []
+        if self.peek() is not None and self.peek().text == "(":
+            params = self.parse_param_list()
+        fn = Function(name_tok.text, is_entry, params, returns, line=kind_tok.line)
+        while self.peek() is not None and self.peek().text in _PERF_DIRECTIVES:
+            d = self.next().text
+            vals: list[int] = []
+            if d == ".pragma":
+                self.next()
+                self.expect(";")
+                continue
+            if d != ".noreturn":
+                vals.append(self.int_tok())
+                while self.accept(","):
+                    vals.append(self.int_tok())
+            fn.directives[d.lstrip(".")] = tuple(vals)
+        if self.accept(";"):
+            fn.defined = False
+            if fn.name not in self.module.functions:
+                self.module.functions[fn.name] = fn
+            return
+        self.expect("{")
+        self.parse_body(fn)
+        existing = self.module.functions.get(fn.name)
+        if existing is not None and existing.defined:
+            raise self.error(f"function {fn.name!r} defined twice", name_tok)
+        self.module.functions[fn.name] = fn
+
+    # -- bodies
+    def parse_body(self, fn: Function) -> None:
+        depth = 1
+        labels: set[str] = set()
+        while True:
+            t = self.peek()
+            if t is None:
+                raise self.error(f"unterminated body of {fn.name!r}", self.toks[-1])
+            s = t.text
+            if s == "}":
+                self.next()
+                depth -= 1
+                if depth == 0:
+                    break
+                continue
+            if s == "{":
+                self.next()
+                depth += 1
+                continue
+            if s == ";":
+                self.next()
+                continue
+            if s == ".reg":
+                self.parse_reg_decl(fn)
+                continue
+            if s in _SPACES:
+                var = self.parse_variable()
+                fn.local_vars[var.name] = var
+                continue
+            if s == ".pragma":
+                self.next()
+                self.next()
+                self.expect(";")
+                continue
+            if s == ".section":
+                raise self.error(".section inside a function body", t)
+            nt = self.peek(1)
+            if t.kind == "id" and nt is not None and nt.text == ":" and not s.startswith("%"):
+                self.next()
+                self.next()
+                if s in labels:
+                    raise self.error(f"label {s!r} defined twice", t)
+                labels.add(s)
+                fn.body.append(s)
+                continue
+            fn.body.append(self.parse_instruction())
+        for x in fn.body:
+            if isinstance(x, Instruction):
+                for op in _walk(x.operands):
+                    if isinstance(op, Sym) and x.base in ("bra", "brx") and op.name not in labels:
+                        raise PtxSyntaxError(x.line, self.lines[x.line - 1], f"branch to undefined label "
+                                             f"{op.name!r}", self.source)
+
+    def parse_reg_decl(self, fn: Function) -> None:
+        self.next()
+        rtype = None
+        while self.peek() is not None and self.peek().text in _TYPES | {".v2", ".v4"}:
+            x = self.next().text
+            if x in _TYPES:
+                rtype = x
+        if rtype is None:
+            raise self.error(".reg without a type")
+        while True:
+            name = self.next()
+            if name.kind != "id":
+                self.i -= 1
+                raise self.error(f"expected a register name, found {name.text!r}", name)
+            if self.accept("<"):
+                n = self.int_tok()
+                self.expect(">")
+                if n < 0 or n > 1 << 24:
+                    raise self.error(f"bad register count {n}", name)
+                fn.reg_ranges[name.text] = (n, rtype)
+            else:
+                fn.regs[name.text] = rtype
+            if self.accept(";"):
+                return
+            self.expect(",")
+
+    def parse_instruction(self) -> Instruction:
+        first = self.peek()
+        line = first.line
+        pred = None
+        neg = False
+        if self.accept("@"):
+            neg = self.accept("!")
+            p = self.next()
+            if p.kind != "id":
+                raise self.error("expected a predicate register after '@'", p)
+            pred = p.text
+        op = self.next()
+        if op.kind != "id" or op.text.startswith((".", "%", "$")):
+            self.i -= 1
+            raise self.error(f"expected an opcode, found {op.text!r}", op)
+        opcode = op.text
+        base = opcode.split(".", 1)[0]
+        if base not in KNOWN_OPCODES:
+            raise self.error(f"unknown or unsupported opcode {opcode!r}", op)
+        operands: list = []
+        if not self.accept(";"):
+            while True:
+                operands.append(self.parse_operand())
+                if self.accept(";"):
+                    break
+                t = self.next()
+                if t.text != ",":
+                    self.i -= 1
+                    raise self.error(f"expected ',' or ';' between operands, found {t.text!r}", t)
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        return Instruction(opcode, tuple(operands), line, text.strip(), pred, neg)
+
+    def parse_operand(self):
+        t = self.peek()
+        if t is None:
+            raise self.error("operand expected")
+        if t.text == "{":
+            self.next()
+            items = []
+            if not self.accept("}"):
+                while True:
+                    items.append(self.parse_operand())
+                    if self.accept("}"):
+                        break
+                    self.expect(",")
+            return Vec(tuple(items))
+        if t.text == "(":
+            self.next()
+            items = []
+            if not self.accept(")"):
+                while True:
+                    items.append(self.parse_operand())
+                    if self.accept(")"):
+                        break
+                    self.expect(",")
+            return ArgList(tuple(items))
+        if t.text == "[":
+            self.next()
+            base = None
+            offset = 0
+            if self.peek() is not None and self.peek().kind == "id":
+                b = self.next().text
+                base = Reg(b) if b.startswith("%") else Sym(b)
+            elif self.peek() is not None and self.peek().kind == "num":
+                base = Imm(self.int_tok())
+            while self.peek() is not None and self.peek().text in ("+", "-"):
+                sign = -1 if self.next().text == "-" else 1
+                offset += sign * self.int_tok()
+            self.expect("]")
+            if base is None and offset == 0:
+                raise self.error("empty address")
+            return Addr(base, offset)
+        if t.text == "_":
+            self.next()
+            return Sink()
+        if t.text == "!":  # negated predicate source operand
+            self.next()
+            r = self.next()
+            if r.kind != "id":
+                raise self.error("expected a predicate after '!'", r)
+            return Reg("!" + r.text)
+        if t.kind == "float":
+            self.next()
+            return _parse_hex_float(t.text)
+        if t.kind == "num" or t.text == "-":
+            neg = self.accept("-")
+            n = self.next()
+            if n.kind == "float":
+                f = _parse_hex_float(n.text)
+                return FImm(-f.value, f.double) if neg else f
+            if n.kind != "num":
+                raise self.error(f"expected a number, found {n.text!r}", n)
+            if "." in n.text:
+                v = float(n.text)
+                return FImm(-v if neg else v, True)
+            v = _parse_int(n.text)
+            return Imm(-v if neg else v)
+        if t.kind == "id":
+            self.next()
+            if t.text.startswith("%"):
+                r = Reg(t.text)
+                if self.accept("|"):
+                    s = self.next()
+                    if s.kind != "id":
+                        raise self.error("expected a predicate after '|'", s)
+                    return Pair(r, Reg(s.text))
+                return r
+            name = t.text
+            if self.peek() is not None and self.peek().text == "+" and self.peek(1) is not None \
+                    and self.peek(1).kind == "num":
+                self.next()
+                off = self.int_tok()
+                return Addr(Sym(name), off)
+            return Sym(name)
+        raise self.error(f"unexpected token {t.text!r} in operand", t)
+
+
+def _walk(ops):
+    for op in ops:
+        if isinstance(op, Vec | ArgList):
+            yield from _walk(op.items)
+        elif isinstance(op, Pair):
+            yield op.first
+            yield op.second
+        else:
+            yield op
+
+
+def _parse_int(s: str) -> int:
+    s = s.rstrip("U")
+    if s[:2] in ("0x", "0X"):
+        return int(s[2:], 16)
+    if s[:2] in ("0b", "0B"):
+        return int(s[2:], 2)
+    if len(s) > 1 and s.startswith("0") and s.isdigit():
+        return int(s, 8)
+    return int(s)
+
+
+def _parse_hex_float(s: str) -> FImm:
+    bits = int(s[2:], 16)
+    if s[1] in "fF":
+        return FImm(struct.unpack("<f", struct.pack("<I", bits))[0], False)
+    return FImm(struct.unpack("<d", struct.pack("<Q", bits))[0], True)
+
+
+def parse_ptx(text: str, source: str = "<string>") -> PtxModule:
+    """Parse PTX text into a PtxModule; raises PtxSyntaxError(line_no, line_text, message)."""
+    if not isinstance(text, str):
+        raise TypeError("parse_ptx expects the PTX text as str")
+    parser = _Parser(text, source)
+    try:
+        return parser.parse()
+    except PtxSyntaxError:
+        raise
+    except (ValueError, IndexError, OverflowError, struct.error) as exc:  # defensive: numbers out of range
+        raise parser.error(f"malformed PTX ({exc})") from exc

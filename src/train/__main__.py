@@ -1,0 +1,37 @@
+"""`python -m src.train model=<lr|knn|rf|dt|xgb> [overrides]`; `-m model=lr,knn,rf,dt,xgb` sweeps all five;
+`task=e2e` runs the end-to-end batch/iterations time model instead."""
+
+from __future__ import annotations
+
+import logging
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from src.train.config import register_resolvers
+
+register_resolvers()
+log = logging.getLogger("cnnperf.train")
+
+
+@hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
+def main(cfg: DictConfig) -> float:
+    c = OmegaConf.to_container(cfg, resolve=True)
+    if c.get("task", "train") == "e2e":
+        from src.e2e.run import run as run_e2e
+
+        result = run_e2e(c)
+        log.info("e2e done in %.1f s: %s", result["wall_seconds"], c["e2e"]["reports_dir"])
+        return float(result["results"].get("strict", {}).get("largest", {}).get("e2e_mape", 0.0))
+    from src.train.run import train
+
+    summary = train(c)
+    for protocol, res in summary["protocols"].items():
+        log.info("%s %-16s MAPE %6.2f %%  R2 %.4f  adjR2 %.4f", summary["model"], protocol, res["mape"],
+                 res["r2"], res["adj_r2"])
+    log.info("%s done in %.1f s", summary["model"], summary["wall_seconds"])
+    return float(summary["validation_cv_mape"] or 0.0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""Hydra/OmegaConf helpers shared by every entry point: the `${repo:}` resolver and config composition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONF_DIR = REPO_ROOT / "conf"
+
+
+def register_resolvers() -> None:
+    """`${repo:}` -> absolute repo root, so MLflow/Optuna URIs are absolute whatever the working directory."""
+    if not OmegaConf.has_resolver("repo"):
+        OmegaConf.register_new_resolver("repo", lambda: str(REPO_ROOT))
+
+
+def compose(overrides: list[str] | None = None):
+    """Compose the training config outside @hydra.main (tests, register, benchmarks)."""
+    from hydra import compose as hcompose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_resolvers()
+    if GlobalHydra.instance().is_initialized():  # inside a @hydra.main app (e.g. `src.train task=e2e`): same conf/
+        return hcompose(config_name="config", overrides=list(overrides or []))
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hcompose(config_name="config", overrides=list(overrides or []))

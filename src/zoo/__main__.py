@@ -1,0 +1,186 @@
+"""CLI: `python -m src.zoo {static,ptx,table,list}` (see docs/zoo.md).
+
+Examples:
+  python -m src.zoo static --source keras --model EfficientNetB0 --json
+  python -m src.zoo ptx --source keras --model ResNet50 --arch sm_86 --batch 1 --json
+  python -m src.zoo table            # the DVC stage `ptx` (paths and options from params.yaml `ptx:`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from src.zoo.names import KERAS_JAX_ONLY, UnknownModelError, check_source, keras_name
+
+
+def _print(obj: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(obj, indent=None if as_json else 1, default=str))
+        return
+    for k, v in obj.items():
+        print(f"{k:>24}: {v}")
+
+
+def _needs_jax(source: str, model: str) -> bool:
+    if source != "keras":
+        return False
+    try:
+        return keras_name(model) in KERAS_JAX_ONLY
+    except UnknownModelError:
+        return False
+
+
+def cmd_static(args: argparse.Namespace) -> int:
+    source = check_source(args.source)
+    if _needs_jax(source, args.model) and os.environ.get("KERAS_BACKEND", "torch") != "jax":
+        # Keras' backend is fixed per process: NASNet builds only on JAX, so rerun in a JAX process.
+        env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+        return subprocess.call([sys.executable, "-m", "src.zoo", *sys.argv[1:]], env=env)
+    from src.zoo.resolve import build
+    from src.zoo.static import static_features
+
+    t0 = time.perf_counter()
+    feats = static_features(build(source, args.model, args.input_size))
+    feats["seconds"] = round(time.perf_counter() - t0, 3)
+    _print(feats, args.json)
+    return 0
+
+
+def cmd_ptx(args: argparse.Namespace) -> int:
+    from src.zoo.pipeline import ptx_features
+
+    source = check_source(args.source)
+    if _needs_jax(source, args.model):
+        raise SystemExit(f"error: {args.model} builds only on Keras' JAX backend, which TVM cannot import "
+                         "(TVM reads torch.export or ONNX): no PTX for it")
+    workdir = Path(args.workdir) if args.workdir else None
+    r = ptx_features(source, args.model, args.input_size, args.batch, [args.arch], workdir=workdir)
+    c = r["by_arch"][args.arch]
+    out = {
+        "source": r["source"], "model": r["model"], "img_size": r["img_size"], "batch_size": r["batch_size"],
+        "arch": args.arch, "nvcc_arch": c["ptx_arch"],
+        "thread_instructions": c["thread_instructions"], "warp_instructions": c["warp_instructions"],
+        "predicated_off": c["predicated_off"], "by_class": c["by_class"], "bytes_by_space": c["bytes_by_space"],
+        "kernels": c["kernels"], "launches": c["launches"], "estimate": c["estimate"],
+        "seconds": round(r["seconds"], 3), "stage_seconds": r["stage_seconds"],
+    }
+    if args.per_kernel:
+        out["per_kernel"] = c["per_kernel"]
+    _print(out, args.json)
+    return 0
+
+
+def _params(root: Path) -> dict[str, Any]:
+    import yaml
+
+    path = root / "params.yaml"
+    data = yaml.safe_load(path.read_text()) if path.exists() else {}
+    return dict((data or {}).get("ptx") or {})
+
+
+def _shard(text: str | None) -> tuple[int, int]:
+    if not text:
+        return (0, 1)
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError as exc:
+        raise SystemExit(f"error: --shard {text!r}: expected I/N, e.g. 0/2") from exc
+    if not 0 <= i < n:
+        raise SystemExit(f"error: --shard {text!r}: need 0 <= I < N")
+    return (i, n)
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    from src.zoo.table import run_table
+
+    root = Path.cwd()
+    p = _params(root)
+    summary = run_table(
+        measurements=root / p.get("measurements", "data/processed/measurements.parquet"),
+        gpus_path=root / p.get("gpus", "data/processed/gpus.parquet"),
+        cache=root / p.get("cache", "data/interim/ptx"),
+        out_counts=root / p.get("counts", "data/processed/ptx_counts.parquet"),
+        out_failures=root / p.get("failures", "data/processed/ptx_failures.csv"),
+        out_static=root / p.get("static", "data/processed/static_features.parquet"),
+        batch=int(args.batch or p.get("batch", 1)),
+        sources=args.sources or p.get("sources"),
+        limit=args.limit if args.limit is not None else p.get("limit"),
+        retry_failed=args.retry_failed,
+        time_budget_s=args.time_budget if args.time_budget is not None else p.get("time_budget_s"),
+        offline_only=args.offline_only,
+        nvcc_archs=p.get("nvcc_archs"),
+        shard=_shard(args.shard),
+        recount=args.recount,
+        model_timeout_s=p.get("model_timeout_s", 900),
+    )
+    print(json.dumps(summary, indent=1, default=str))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from src.zoo.names import DLINFBENCH, KERAS_APPLICATIONS, TF_CNN_BENCHMARKS, TORCHVISION_MODELS
+
+    src = check_source(args.source) if args.source not in ("tf_cnn_benchmarks", "dlinfbench") else args.source
+    if src == "keras":
+        names = [f"{k} ({v}px)" for k, v in KERAS_APPLICATIONS.items()]
+    elif src == "torchvision":
+        names = sorted(TORCHVISION_MODELS)
+    elif src == "tf_cnn_benchmarks":
+        names = [f"{k} -> {s}:{m}" for k, (s, m) in TF_CNN_BENCHMARKS.items()]
+    elif src == "dlinfbench":
+        names = [f"{k} -> {s}:{m}" for k, (s, m) in DLINFBENCH.items()]
+    elif src == "timm":
+        import timm
+
+        names = timm.list_models()
+    else:
+        names = ["(any .onnx file path)"]
+    print("\n".join(names))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m src.zoo", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("static", "ptx"):
+        sp = sub.add_parser(name, help=f"{name} features of one model")
+        sp.add_argument("--source", required=True, help="keras | torchvision | timm | onnx")
+        sp.add_argument("--model", required=True, help="model name (or ONNX file path with --source onnx)")
+        sp.add_argument("--input-size", type=int, default=None, help="square input size (default: model's)")
+        sp.add_argument("--json", action="store_true", help="print one JSON object")
+        if name == "ptx":
+            sp.add_argument("--arch", default="sm_86", help="CUDA arch, e.g. sm_86 (default)")
+            sp.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+            sp.add_argument("--workdir", default=None, help="keep CUDA C, PTX and launch list here")
+            sp.add_argument("--per-kernel", action="store_true", help="include per-kernel counts")
+    tp = sub.add_parser("table", help="the DVC stage: counts for every measured CNN (params.yaml ptx:)")
+    tp.add_argument("--batch", type=int, default=None, help="compiled batch size (default params ptx.batch)")
+    tp.add_argument("--sources", nargs="*", default=None, help="model_source filter (timm, torchvision, ...)")
+    tp.add_argument("--limit", type=int, default=None, help="only the first N targets (most GPUs first)")
+    tp.add_argument("--time-budget", type=float, default=None, help="stop compiling new models after S s")
+    tp.add_argument("--shard", default=None, help="I/N: only every N-th target from the I-th (parallel runs)")
+    tp.add_argument("--recount", action="store_true",
+                    help="recount cached models from their PTX + launch lists (after a PTX-analyzer change)")
+    tp.add_argument("--retry-failed", action="store_true", help="retry cached failures")
+    tp.add_argument("--offline-only", action="store_true",
+                    help="never compile: write the tables from the cache / committed tables only")
+    lp = sub.add_parser("list", help="known model names of a source")
+    lp.add_argument("source", help="keras | torchvision | timm | tf_cnn_benchmarks | dlinfbench")
+    args = ap.parse_args(argv)
+    try:
+        return {"static": cmd_static, "ptx": cmd_ptx, "table": cmd_table, "list": cmd_list}[args.cmd](args)
+    except UnknownModelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,408 @@
+"""DVC stage `ptx`: static features and executed-PTX counts for every measured CNN the zoo can build.
+
+Incremental: each (definition, input size, compiled batch) keeps its result under the cache folder
+(`<cache>/<source>__<model>__<size>__b<batch>/result.json` or `failure.json`); rows of the committed tables
+are reused as well, so a fresh clone with the committed tables recomputes nothing. Models run in order of the
+number of GPUs they were measured on (most first), with a progress bar and per-model timing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from src.zoo.names import ModelSpec, spec_for_measured
+from src.zoo.pipeline import choose_nvcc_arch
+from src.zoo.resolve import MissingFrameworkError
+
+# Definition precedence when several measured sources share one model_key (the join key holds one row).
+SOURCE_PRIORITY = {"torchvision": 0, "timm": 1, "dlinfbench": 2, "tf_cnn_benchmarks": 3}
+MISSING_EXTRA = "missing_extra"
+COUNT_COLUMNS = ("thread_instructions", "warp_instructions", "predicated_off", "kernels", "launches")
+
+
+@dataclass
+class Target:
+    """One model to build: its measured identity, the definition to use and how widely it was measured."""
+
+    model_key: str
+    model: str
+    model_source: str
+    img_size: int
+    n_gpus: int
+    spec: ModelSpec | None
+    gmacs: float = math.nan
+
+    @property
+    def slug(self) -> str:
+        assert self.spec is not None
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.spec.name)
+        return f"{self.spec.source}__{name}__{self.img_size}"
+
+
+def cc_to_arch(cc: float) -> str:
+    """Compute capability 8.6 -> 'sm_86' (12.0 -> 'sm_120')."""
+    major = int(cc)
+    minor = int(round((cc - major) * 10))
+    return f"sm_{major}{minor}"
+
+
+def select_targets(meas: pd.DataFrame, gpus: pd.DataFrame, sources: list[str] | None = None,
+                   limit: int | None = None) -> tuple[list[Target], pd.DataFrame]:
+    """Measured GPU rows of CNNs -> targets (model_key, img_size), most GPUs first; plus the rows' keys."""
+    df = meas.loc[~meas["is_cpu"].astype(bool)]
+    if "is_cnn" in df.columns:
+        df = df.loc[df["is_cnn"].astype(bool)]
+    if sources:
+        df = df.loc[df["model_source"].isin(sources)]
+    df = df.merge(gpus[["gpu", "compute_capability"]], on="gpu", how="left")
+    df = df.loc[df["compute_capability"].notna()]
+    # One definition per model_key: the highest-priority measured source.
+    df = df.assign(_prio=df["model_source"].map(SOURCE_PRIORITY).fillna(9))
+    best = df.sort_values("_prio").groupby("model_key", sort=False).first()[["model", "model_source"]]
+    n_gpus = df.groupby("model_key")["gpu"].nunique()
+    n_rows = df.groupby(["model_key", "img_size"]).size()
+    gmacs = df.groupby("model_key")["gmacs"].median() if "gmacs" in df.columns else pd.Series(dtype=float)
+    primary = n_rows.reset_index().sort_values(0, ascending=False).drop_duplicates("model_key")
+    primary_keys = set(zip(primary["model_key"], primary["img_size"], strict=True))
+    targets = []
+    for (key, size), _grp in df.groupby(["model_key", "img_size"], sort=False):
+        model, source = best.loc[key, "model"], best.loc[key, "model_source"]
+        spec = spec_for_measured(str(model), str(key), str(source), int(size))
+        targets.append(Target(str(key), str(model), str(source), int(size), int(n_gpus[key]), spec,
+                              float(gmacs.get(key, math.nan))))
+    # Each model's most-measured input size first (widest coverage of distinct CNNs), then other sizes;
+    # within each pass the benchmark suites' nets first, then timm by number of GPUs measured on, cheapest
+    # (fewest GMACs, timm's own figure) first so that a time budget covers as many CNNs as possible.
+    order = {"torchvision": 0, "dlinfbench": 0, "tf_cnn_benchmarks": 0, "timm": 1}
+    targets.sort(key=lambda t: ((t.model_key, t.img_size) not in primary_keys, order.get(t.model_source, 3),
+                                -t.n_gpus, t.gmacs if t.gmacs == t.gmacs else 1e9, t.model_key, t.img_size))
+    if limit is not None:
+        targets = targets[:limit]
+    keys = df[["model_key", "img_size", "batch_size", "compute_capability"]].drop_duplicates()
+    return targets, keys
+
+
+def _cached(path: Path, version: str, archs: list[str]) -> dict | None:
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    if data.get("zoo_version") != version:
+        return None
+    if "by_arch" in data and not all(a in data["by_arch"] for a in archs):
+        return None
+    return data
+
+
+def run_target(target: Target, batch: int, archs: list[str], cache: Path, version: str,
+               retry_failed: bool = False, nvcc_archs: list[str] | None = None, recount: bool = False
+               ) -> tuple[dict | None, dict | None, dict | None]:
+    """(ptx result, static features, failure) for one target at one compiled batch size, cached.
+
+    recount: recount cached models from their stored PTX and launch lists (after a PTX-analyzer change).
+    """
+    from src.zoo.pipeline import ptx_features
+    from src.zoo.resolve import build
+    from src.zoo.static import static_features
+
+    assert target.spec is not None
+    work = cache / f"{target.slug}__b{batch}"
+    done = _cached(work / "result.json", version, archs)
+    static_path = cache / f"{target.slug}__static.json"
+    static = json.loads(static_path.read_text()) if static_path.exists() else None
+    if done is not None and recount:
+        from src.zoo.counts import recount_artifacts
+        from src.zoo.pipeline import write_result
+
+        done = recount_artifacts(work, done)
+        write_result(work, done)
+    if done is not None and static is not None:
+        return done, static, None
+    failed = _cached(work / "failure.json", version, archs)
+    if failed is not None and not retry_failed:
+        return None, static, failed
+    t0 = time.perf_counter()
+    stage = "build"
+    try:
+        built = build(target.spec.source, target.spec.name, target.spec.input_size)
+        build_s = time.perf_counter() - t0
+        if static is None:
+            stage = "static"
+            static = static_features(built)
+            static_path.parent.mkdir(parents=True, exist_ok=True)
+            static_path.write_text(json.dumps(static, indent=1))
+        if done is None:
+            stage = "ptx"
+            done = ptx_features(target.spec.source, target.spec.name, target.img_size, batch, archs,
+                                workdir=work, built=built, nvcc_archs=nvcc_archs, build_seconds=build_s)
+        return done, static, None
+    except MissingFrameworkError as exc:
+        # Not the model's fault: this environment lacks the zoo extra. Reported as skipped, never cached.
+        return None, static, {"zoo_version": version, "stage": MISSING_EXTRA, "error": type(exc).__name__,
+                              "reason": str(exc)[:400], "seconds": time.perf_counter() - t0}
+    except Exception as exc:  # every failure is recorded with its stage and reason, never dropped
+        stage_name = getattr(exc, "stage", stage)
+        msg = str(exc).strip().splitlines()
+        failure = {
+            "zoo_version": version, "stage": stage_name, "error": type(exc).__name__,
+            "reason": (msg[0] if msg else type(exc).__name__)[:400], "seconds": time.perf_counter() - t0,
+            "traceback_tail": traceback.format_exc()[-1500:],
+        }
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "failure.json").write_text(json.dumps(failure, indent=1))
+        return None, static, failure
+
+
+def class_columns(results: list[dict]) -> tuple[list[str], list[str]]:
+    classes, spaces = set(), set()
+    for r in results:
+        for c in r["by_arch"].values():
+            classes.update(c.get("by_class", {}))
+            spaces.update(c.get("bytes_by_space", {}))
+    return sorted(classes), sorted(spaces)
+
+
+def _col(name: str) -> str:
+    return re.sub(r"[^0-9a-zA-Z]+", "_", name).strip("_").lower()
+
+
+def count_rows(target: Target, result: dict, keys: pd.DataFrame, classes: list[str],
+               spaces: list[str], nvcc_archs: list[str] | None = None) -> list[dict]:
+    """One row per measured (batch size, compute capability) of this target.
+
+    Counts are compiled at `result['batch_size']`; other batch sizes are scaled proportionally
+    (count_method 'proportional_b<compiled>'), which docs/zoo.md quantifies against compiled counts.
+    """
+    mine = keys.loc[(keys["model_key"] == target.model_key) & (keys["img_size"] == target.img_size)]
+    rows = []
+    b0 = int(result["batch_size"])
+    for batch, cc in mine[["batch_size", "compute_capability"]].drop_duplicates().itertuples(index=False):
+        arch = cc_to_arch(float(cc))
+        # The same PTX arch rule for every model, also for results cached with more archs than now asked.
+        want = choose_nvcc_arch(arch, nvcc_archs)
+        c = next((v for v in result["by_arch"].values() if v["ptx_arch"] == want), result["by_arch"].get(arch))
+        if c is None:
+            continue
+        f = int(batch) / b0
+        row: dict[str, Any] = {
+            "model_key": target.model_key, "img_size": target.img_size, "batch_size": int(batch),
+            "compute_capability": float(cc), "arch": arch, "nvcc_arch": c["ptx_arch"],
+            "zoo_source": result["source"], "zoo_model": result["model"],
+            "count_method": "compiled" if int(batch) == b0 else f"proportional_b{b0}",
+            "counts_estimate": bool(c["estimate"]), "zoo_seconds": float(result["seconds"]),
+            "zoo_version": result["zoo_version"],
+        }
+        for k in COUNT_COLUMNS:
+            scale = 1.0 if k in ("kernels", "launches") else f
+            row[f"ptx_{k}"] = float(c[k]) * scale
+        for k in classes:
+            row[f"ptx_class_{_col(k)}"] = float(c["by_class"].get(k, 0)) * f
+        for k in spaces:
+            row[f"ptx_bytes_{_col(k)}"] = float(c["bytes_by_space"].get(k, 0)) * f
+        rows.append(row)
+    return rows
+
+
+def static_row(target: Target, static: dict) -> dict:
+    """Static-features row keyed by model_key (the model's measured size is `static_img_size`)."""
+    row = {"model_key": target.model_key, "static_img_size": target.img_size,
+           "zoo_source": static["source"], "zoo_model": static["model"]}
+    skip = {"source", "model", "img_size", "framework"}
+    row.update({k: v for k, v in static.items() if k not in skip})
+    return row
+
+
+class _Runner:
+    """Runs targets in a worker process with a per-model time limit (a stuck compile cannot stall the stage).
+
+    The worker keeps torch/TVM imported between models and is replaced after a timeout or every 25 models.
+    """
+
+    def __init__(self, timeout_s: float | None) -> None:
+        self.timeout_s = timeout_s
+        self.pool = None
+
+    def _pool(self):
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"),
+                                            max_tasks_per_child=25)
+        return self.pool
+
+    def run(self, target: Target, batch: int, archs: list[str], cache: Path, version: str,
+            retry_failed: bool, nvcc_archs: list[str] | None, recount: bool = False
+            ) -> tuple[dict | None, dict | None, dict | None]:
+        from concurrent.futures import TimeoutError as FutureTimeout
+        from concurrent.futures.process import BrokenProcessPool
+
+        if self.timeout_s is None:
+            return run_target(target, batch, archs, cache, version, retry_failed, nvcc_archs, recount)
+        t0 = time.perf_counter()
+        fut = self._pool().submit(run_target, target, batch, archs, cache, version, retry_failed, nvcc_archs,
+                                  recount)
+        try:
+            return fut.result(timeout=self.timeout_s)
+        except (FutureTimeout, BrokenProcessPool) as exc:
+            self.kill()
+            why = (f"model -> PTX -> counts took longer than {self.timeout_s:.0f} s"
+                   if isinstance(exc, FutureTimeout) else "worker process died (out of memory?)")
+            failure = {"zoo_version": version, "stage": "timeout" if isinstance(exc, FutureTimeout) else "crash",
+                       "error": type(exc).__name__, "reason": why, "seconds": time.perf_counter() - t0}
+            work = cache / f"{target.slug}__b{batch}"
+            work.mkdir(parents=True, exist_ok=True)
+            (work / "failure.json").write_text(json.dumps(failure, indent=1))
+            return None, None, failure
+
+    def kill(self) -> None:
+        if self.pool is not None:
+            for proc in list(getattr(self.pool, "_processes", {}).values()):
+                proc.kill()
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None
+
+
+def _previous(counts: Path, failures: Path, static: Path, version: str) -> tuple[pd.DataFrame, ...]:
+    """The committed tables of an earlier run (rows of this zoo version only)."""
+    c = pd.read_parquet(counts) if counts.exists() else pd.DataFrame()
+    if len(c) and "zoo_version" in c.columns:
+        c = c.loc[c["zoo_version"].astype(str) == version]
+    else:
+        c = pd.DataFrame()
+    f = pd.read_csv(failures) if failures.exists() and failures.stat().st_size > 1 else pd.DataFrame()
+    if len(f) and "zoo_version" in f.columns:
+        f = f.loc[f["zoo_version"].astype(str) == version]
+    else:
+        f = pd.DataFrame()
+    st = pd.read_parquet(static) if static.exists() else pd.DataFrame()
+    return c, f, st
+
+
+def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path, out_failures: Path,
+              out_static: Path, batch: int = 1, sources: list[str] | None = None, limit: int | None = None,
+              version: str | None = None, retry_failed: bool = False, time_budget_s: float | None = None,
+              offline_only: bool = False, model_timeout_s: float | None = 900.0,
+              nvcc_archs: list[str] | None = None, shard: tuple[int, int] = (0, 1), recount: bool = False,
+              log=print) -> dict[str, Any]:
+    """The whole stage; returns a summary (counts, failures, median seconds per model)."""
+    from tqdm import tqdm
+
+    from src.zoo.pipeline import ZOO_VERSION
+
+    version = version or ZOO_VERSION
+    meas = pd.read_parquet(measurements)
+    gpus = pd.read_parquet(gpus_path)
+    targets, keys = select_targets(meas, gpus, sources, limit)
+    if shard[1] > 1:
+        # Parallel workers each take every n-th target; a final unsharded run assembles the tables.
+        targets = targets[shard[0]::shard[1]]
+    archs = sorted({cc_to_arch(float(c)) for c in keys["compute_capability"].unique()})
+    cache.mkdir(parents=True, exist_ok=True)
+    old_counts, old_fails, old_static = _previous(out_counts, out_failures, out_static, version)
+    results: list[tuple[Target, dict]] = []
+    carried: list[pd.DataFrame] = []
+    statics: dict[str, dict] = {}
+    failures: list[dict] = []
+    skipped = 0
+    missing_extra = 0
+    started = time.perf_counter()
+    runner = _Runner(model_timeout_s)
+    bar = tqdm(targets, desc="zoo ptx", unit="model")
+    for t in bar:
+        if t.spec is not None and not (cache / f"{t.slug}__b{batch}" / "result.json").exists():
+            # A fresh clone has the committed tables but no cache: reuse their rows instead of recompiling.
+            prev = old_counts.loc[(old_counts["model_key"] == t.model_key)
+                                  & (old_counts["img_size"] == t.img_size)] if len(old_counts) else old_counts
+            prev_fail = old_fails.loc[(old_fails["model_key"] == t.model_key)
+                                      & (old_fails["img_size"] == t.img_size)] if len(old_fails) else old_fails
+            if len(prev) or (len(prev_fail) and not retry_failed):
+                if len(prev):
+                    carried.append(prev)
+                failures.extend(prev_fail.to_dict("records"))
+                if len(old_static) and t.model_key in set(old_static["model_key"]):
+                    statics.setdefault(t.model_key,
+                                       old_static.loc[old_static["model_key"] == t.model_key].iloc[0].to_dict())
+                continue
+            if offline_only:
+                skipped += 1
+                continue
+        if t.spec is None:
+            failures.append({"model_key": t.model_key, "model": t.model, "model_source": t.model_source,
+                             "img_size": t.img_size, "n_gpus": t.n_gpus, "zoo_source": "", "zoo_model": "",
+                             "stage": "resolve", "error": "NoDefinition",
+                             "reason": f"no timm/torchvision/keras definition for {t.model_source} model "
+                                       f"{t.model!r}", "seconds": 0.0, "zoo_version": version})
+            continue
+        if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
+            cached = (cache / f"{t.slug}__b{batch}" / "result.json").exists()
+            if not cached:
+                skipped += 1
+                continue
+        bar.set_postfix_str(t.slug[:40])
+        res, static, fail = runner.run(t, batch, archs, cache, version, retry_failed, nvcc_archs, recount)
+        if static is not None and t.model_key not in statics:
+            statics[t.model_key] = static_row(t, static)
+        if fail is not None and fail["stage"] == MISSING_EXTRA:
+            missing_extra += 1
+            if missing_extra == 1:
+                log(f"[zoo] {t.slug}: skipped, {fail['reason']}")
+            continue
+        if res is not None:
+            results.append((t, res))
+            log(f"[zoo] {t.slug}: {res['seconds']:.1f} s "
+                f"({', '.join(f'{k} {v:.1f}' for k, v in res['stage_seconds'].items())})")
+        else:
+            assert fail is not None
+            failures.append({"model_key": t.model_key, "model": t.model, "model_source": t.model_source,
+                             "img_size": t.img_size, "n_gpus": t.n_gpus, "zoo_source": t.spec.source,
+                             "zoo_model": t.spec.name, "stage": fail["stage"], "error": fail["error"],
+                             "reason": fail["reason"], "seconds": float(fail["seconds"]),
+                             "zoo_version": version})
+            log(f"[zoo] {t.slug}: FAILED at {fail['stage']}: {fail['reason'][:160]}")
+    runner.close()
+    classes, spaces = class_columns([r for _, r in results])
+    rows = [row for t, r in results for row in count_rows(t, r, keys, classes, spaces, nvcc_archs)]
+    counts = pd.concat([pd.DataFrame(rows), *carried], ignore_index=True) if carried else pd.DataFrame(rows)
+    if not counts.empty:
+        counts = counts.sort_values(["model_key", "img_size", "batch_size", "compute_capability"])
+        ptx_cols = [c for c in counts.columns if c.startswith("ptx_")]
+        counts[ptx_cols] = counts[ptx_cols].fillna(0.0)
+        # Classes/spaces no kernel of any model executes (fp64, atomics, local memory...) carry no information.
+        dead = [c for c in ptx_cols if c.startswith(("ptx_class_", "ptx_bytes_")) and (counts[c] == 0).all()]
+        counts = counts.drop(columns=dead)
+    fails = pd.DataFrame(failures, columns=["model_key", "model", "model_source", "img_size", "n_gpus",
+                                            "zoo_source", "zoo_model", "stage", "error", "reason", "seconds",
+                                            "zoo_version"])
+    static_df = pd.DataFrame(list(statics.values()))
+    for path in (out_counts, out_failures, out_static):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    counts.to_parquet(out_counts, index=False)
+    fails.to_csv(out_failures, index=False)
+    static_df.to_parquet(out_static, index=False)
+    secs = [r["seconds"] for _, r in results]
+    summary = {
+        "targets": len(targets), "computed_or_cached": len(results), "carried_from_table": len(carried),
+        "distinct_models_with_counts": int(counts["model_key"].nunique()) if len(counts) else 0,
+        "failures": len(fails), "skipped_time_budget": skipped, "skipped_missing_extra": missing_extra,
+        "count_rows": len(counts),
+        "static_rows": len(static_df), "archs": archs,
+        "median_seconds_per_model": float(pd.Series(secs).median()) if secs else math.nan,
+        "failure_reasons": fails.groupby(["stage", "error"]).size().sort_values(ascending=False)
+        .head(10).to_dict() if len(fails) else {},
+    }
+    summary["failure_reasons"] = {f"{k[0]}:{k[1]}": int(v) for k, v in summary["failure_reasons"].items()}
+    return summary

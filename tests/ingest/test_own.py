@@ -1,0 +1,29 @@
+"""Rows of our own profiler (data/own/*.csv) are one more source."""
+
+from src.ingest.sources import own
+from src.ingest.validate import validate
+
+HEADER = "gpu,device_raw,model,batch_size,img_size,latency_ms,throughput,precision,mode,memory_layout\n"
+
+
+def test_own_rows_resolve_and_validate(tmp_path):
+    path = tmp_path / "h100.csv"
+    path.write_text(
+        HEADER
+        + "NVIDIA H100 80GB HBM3,NVIDIA H100 80GB HBM3,resnet50,8,224,4.0,2000.0,amp_fp16,inference,nchw\n"
+        + "cpu AMD EPYC 7742,cpu AMD EPYC 7742,resnet50,8,224,80.0,100.0,fp32,inference,nchw\n"
+        + "NVIDIA H100 80GB HBM3,NVIDIA H100 80GB HBM3,resnet50,8,224,-1,2000.0,fp32,inference,nchw\n"
+    )
+    result = own.parse_file(path, "data/own/h100.csv")
+    frame, quarantine = validate(result.rows)
+    assert result.n_read == 3 and len(frame) == 2
+    assert frame.iloc[0]["gpu"] == "H100 SXM5 80 GB" and frame.iloc[0]["family"] == "resnet"
+    assert frame.iloc[1]["is_cpu"] and frame.iloc[1]["gpu"] == "cpu:AMD EPYC 7742"
+    assert quarantine[0]["reason"] == "non-positive latency_ms: -1"
+
+
+def test_own_file_missing_a_column(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("gpu,model\nNVIDIA H100 80GB HBM3,resnet50\n")
+    result = own.parse_file(path, "data/own/bad.csv")
+    assert result.quarantine[0]["reason"] == "missing column: batch_size"

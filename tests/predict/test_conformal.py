@@ -1,0 +1,68 @@
+"""Conformal quantiles and the empirical coverage of the intervals on a real held-out split."""
+
+import math
+
+import numpy as np
+import pytest
+
+from src.predict import conformal
+
+
+def test_quantile_is_the_finite_sample_rank():
+    s = np.arange(1, 20, dtype=float)  # n = 19 -> ceil(20 * 0.9) = 18th smallest
+    assert conformal.quantile(s, 0.9) == 18.0
+    assert conformal.quantile(s[:5], 0.9) == math.inf  # ceil(6 * 0.9) = 6 > 5: no finite guarantee
+    assert conformal.quantile(np.array([]), 0.8) == math.inf
+
+
+def test_scores_reject_non_positive():
+    with pytest.raises(ValueError, match="positive"):
+        conformal.scores(np.array([1.0, -2.0]), np.array([1.0, 1.0]))
+
+
+def test_interval_is_multiplicative_and_contains_prediction():
+    lo, hi = conformal.interval(np.array([10.0, 2.0]), math.log(2))
+    assert np.allclose(lo, [5.0, 1.0]) and np.allclose(hi, [20.0, 4.0])
+
+
+def test_pick_q_falls_back_to_most_conservative():
+    cal = {"quantiles": {"row": {"0.90": 0.1}, "gpu": {"0.90": 0.4}, "cnn": {"0.90": math.inf}}}
+    assert conformal.pick_q(cal, "gpu", 0.9) == 0.4
+    assert conformal.pick_q(cal, "cnn", 0.9) == 0.4  # infinite -> the widest finite one
+    with pytest.raises(KeyError):
+        conformal.pick_q(cal, "row", 0.8)
+
+
+def test_coverage_on_real_test_split(holdout_model, real_overrides):
+    """Calibrated on the training part only; the registered model's intervals cover ~nominal on the test split."""
+    from src.predict.calibrate import calibrate_model
+    from src.predict.model import load
+
+    model = load(holdout_model["registered"])
+    cal, data = calibrate_model(model, levels=(0.8, 0.9), k=4, kinds=("row", "cnn"), max_rows=4000,
+                                progress=False, overrides=real_overrides)
+    assert cal["test_rows"] == len(data.test) and len(set(data.train) & set(data.test)) == 0
+    for level in ("0.80", "0.90"):
+        cov = cal["test_coverage"][level]["coverage"]
+        assert abs(cov - float(level)) < 0.05, (level, cov)
+    # the novelty-specific quantile is wider than the random-row one (new CNN families are harder)
+    assert cal["quantiles"]["cnn"]["0.90"] > cal["quantiles"]["row"]["0.90"]
+    ex = cal["excluded_family_coverage"]
+    assert ex["families"] == ["densenet"] and "densenet121" not in cal["train_model_keys"]
+    assert ex["gpu_ranking"]["configs"] >= 5 and -1 <= ex["gpu_ranking"]["spearman_median"] <= 1
+    assert cal["test_gpu_ranking"]["configs"] >= 1
+    # a perfect predictor orders the GPUs of every configuration exactly
+    from src.predict.calibrate import ranking_agreement
+
+    perfect = ranking_agreement(data.excluded, data.excluded["target"].to_numpy())
+    assert perfect["spearman_median"] == 1.0 and perfect["top1_share"] == 1.0
+
+
+def test_calibration_refuses_a_changed_dataset(holdout_model, real_overrides):
+    """The model was fitted on a 4000-row sample; a different sample would leak training rows into the test split."""
+    from src.predict.calibrate import calibrate_model
+    from src.predict.model import load
+
+    with pytest.raises(ValueError, match="fingerprint mismatch"):
+        calibrate_model(load(holdout_model["registered"]), levels=(0.9,), k=2, kinds=("row",), max_rows=3000,
+                        progress=False, overrides=real_overrides)

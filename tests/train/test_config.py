@@ -1,0 +1,66 @@
+"""Config composition: every model group composes, resolves and names a real estimator and search space."""
+
+import optuna
+import pytest
+from omegaconf import OmegaConf
+
+from src.train.config import REPO_ROOT, compose
+from src.train.estimators import build_model, estimator_class, suggest
+
+MODELS = ["lr", "knn", "rf", "dt", "xgb"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_each_model_composes(model):
+    c = OmegaConf.to_container(compose([f"model={model}"]), resolve=True)
+    assert c["model"]["name"] == model
+    est = estimator_class(c["model"]["estimator"])
+    assert hasattr(est, "fit") and hasattr(est, "predict")
+    assert c["model"]["search_space"], f"{model}: empty search space"
+    # Every parameter of the space is accepted by the estimator.
+    params = suggest(optuna.trial.FixedTrial(_first_values(c["model"]["search_space"])), c["model"]["search_space"])
+    built = build_model(c["model"], c["features"], [], params, log_target=True)
+    assert built.regressor.named_steps["model"].get_params()  # constructs without error
+
+
+def _first_values(space: dict) -> dict:
+    return {k: (v["choices"][0] if v["type"] == "categorical" else v["low"]) for k, v in space.items()}
+
+
+def test_uris_are_absolute_and_chdir_off(monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cfg = compose(["model=dt"])
+    c = OmegaConf.to_container(cfg, resolve=True)
+    assert c["mlflow"]["tracking_uri"] == f"sqlite:///{REPO_ROOT}/mlflow.db"
+    assert c["sweep"]["storage"] == f"sqlite:///{REPO_ROOT}/optuna.db"
+    assert c["mlflow"]["artifact_root"] == f"file://{REPO_ROOT}/mlartifacts"
+    assert c["split"]["protocols"] == ["random", "leave_gpu_out", "leave_family_out"]
+
+
+def test_tracking_uri_env_override(monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////tmp/elsewhere.db")
+    c = OmegaConf.to_container(compose([]), resolve=True)
+    assert c["mlflow"]["tracking_uri"] == "sqlite:////tmp/elsewhere.db"
+
+
+@pytest.mark.parametrize("fs,ptx,eng", [("engineered", False, True), ("static", False, False),
+                                         ("static_ptx", True, True), ("paper", True, False)])
+def test_feature_sets(fs, ptx, eng):
+    c = OmegaConf.to_container(compose([f"features={fs}"]), resolve=True)
+    assert c["features"]["use_ptx"] is ptx and c["features"]["engineered"] is eng
+    assert c["features"]["require_static"] is True
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_warm_start_lies_in_search_space(model):
+    c = OmegaConf.to_container(compose([f"model={model}"]), resolve=True)
+    space, warm = c["model"]["search_space"], c["model"]["warm_start"]
+    assert set(warm) == set(space)
+    for k, v in warm.items():
+        spec = space[k]
+        if spec["type"] == "categorical":
+            assert v in spec["choices"]
+        else:
+            assert spec["low"] <= v <= spec["high"]
+            if spec.get("step"):
+                assert (v - spec["low"]) % spec["step"] == 0

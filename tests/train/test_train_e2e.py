@@ -1,0 +1,57 @@
+"""A small real training run (DT and LR, all three protocols, 2 trials) into a temporary SQLite store."""
+
+import json
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.train.tiny import trained_store
+
+METRICS = {"mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log", "cv_mape"}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return trained_store(tmp_path_factory.mktemp("store"))
+
+
+def test_logged_metric_names_and_tags(store):
+    c = store["cfg"]
+    client = MlflowClient(c["mlflow"]["tracking_uri"])
+    exp = client.get_experiment_by_name(c["mlflow"]["experiment"])
+    runs = client.search_runs([exp.experiment_id], "tags.run_kind = 'study' and tags.model = 'dt'")
+    assert len(runs) == 1
+    run = runs[0]
+    assert METRICS <= set(run.data.metrics)
+    assert {"perm_importance/gmacs", "impurity_importance/log_t_roofline_ms"} <= set(run.data.metrics)
+    assert run.data.tags["protocol"] == "random" and len(run.data.tags["data_version"]) == 32
+    assert "git_commit" in run.data.tags
+    trials = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{run.info.run_id}'")
+    assert len(trials) == 2 and all(t.data.tags["run_kind"] == "trial" for t in trials)
+    grouped = client.search_runs([exp.experiment_id], "tags.protocol = 'leave_gpu_out' and tags.run_kind = 'protocol'")
+    assert len(grouped) == 2
+    assert {"mape", "pooled_mape", "adj_r2"} <= set(grouped[0].data.metrics)
+    arts = {a.path for a in client.list_artifacts(run.info.run_id, "report")}
+    assert {"report/predicted_vs_measured.png", "report/residuals_per_gpu.png",
+            "report/importance_perm.png", "report/importance_impurity.png"} <= arts
+
+
+def test_reports_written(store):
+    s = store["summaries"]["dt"]
+    assert set(s["protocols"]) == {"random", "leave_gpu_out", "leave_family_out"}
+    assert len(s["protocols"]["leave_gpu_out"]["per_group"]) == 4
+    path = store["tmp"] / "reports" / "dt" / "metrics.json"
+    assert json.loads(path.read_text())["protocols"]["random"]["mape"] == pytest.approx(
+        s["protocols"]["random"]["mape"])
+
+
+def test_registered_alias(store):
+    c = store["cfg"]
+    client = MlflowClient(c["mlflow"]["tracking_uri"])
+    dt = client.get_model_version_by_alias("cnnperf-dt", "champion")
+    assert dt.run_id == store["registry"]["dt"]["run_id"]
+    best = client.get_model_version_by_alias("cnnperf-best", "champion")
+    # best = lowest validation cv_mape among dt and lr
+    cv = {m: store["summaries"][m]["validation_cv_mape"] for m in ("dt", "lr")}
+    assert store["registry"]["best"]["estimator"] == min(cv, key=cv.get)
+    assert int(best.version) == store["registry"]["best"]["version"]

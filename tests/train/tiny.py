@@ -1,0 +1,132 @@
+"""A tiny measurement table in the real schema (docs/data-schema.md) for tests.
+
+Static CNN features are real timm values (benchmark-infer-amp-nchw-pt240-cu124-rtx4090.csv) and GPU specs are
+real TechPowerUp numbers; latencies follow a roofline-plus-overhead law with 5 % log-normal noise, because a
+fresh clone has no processed data (DVC outputs are not in git).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+# model: (family, img_size, param_count_m, gmacs, activations_m)
+CNNS = {
+    "resnet18": ("resnet", 224, 11.69, 1.82, 2.48), "resnet50": ("resnet", 224, 25.56, 4.11, 11.11),
+    "resnet101": ("resnet", 224, 44.55, 7.83, 16.23), "densenet121": ("densenet", 224, 7.98, 2.87, 6.90),
+    "densenet169": ("densenet", 224, 14.15, 3.40, 7.30),
+    "efficientnet_b0": ("efficientnet", 224, 5.29, 0.40, 6.75),
+    "efficientnet_b3": ("efficientnet", 320, 12.23, 2.01, 26.52),
+    "mobilenetv2_100": ("mobilenet", 224, 3.50, 0.31, 6.68),
+    "mobilenetv3_large_100": ("mobilenet", 224, 5.48, 0.23, 4.41), "vgg11": ("vgg", 224, 132.86, 7.61, 7.44),
+    "vgg16": ("vgg", 224, 138.36, 15.47, 13.56), "convnext_tiny": ("convnext", 224, 28.59, 4.47, 13.44),
+    "regnety_016": ("regnet", 224, 11.20, 1.63, 8.04), "inception_v3": ("inception", 299, 23.83, 5.73, 8.97),
+}
+GPUS = pd.DataFrame([
+    # gpu, arch, cc, year, bw, bus, mem, type, memclk, sm, shading, tc, base, boost, l1, l2, fp16, fp32, fp64,
+    # tensor fp16, tdp
+    ["GeForce RTX 3090", "Ampere", 8.6, 2020, 936.2, 384, 24.0, "GDDR6X", 1219, 82, 10496, 328, 1395, 1695, 128, 6.0,
+     35.58, 35.58, 0.556, 71.16, 350],
+    ["GeForce RTX 4090", "Ada Lovelace", 8.9, 2022, 1008.0, 384, 24.0, "GDDR6X", 1313, 128, 16384, 512, 2235, 2520,
+     128, 72.0, 82.58, 82.58, 1.29, 165.2, 450],
+    ["GeForce RTX 5090", "Blackwell 2.0", 12.0, 2025, 1792.0, 512, 32.0, "GDDR7", 1750, 170, 21760, 680, 2017, 2407,
+     128, 96.0, 104.8, 104.8, 1.637, 209.5, 575],
+    ["Tesla V100 PCIe 16 GB", "Volta", 7.0, 2017, 897.0, 4096, 16.0, "HBM2", 876, 80, 5120, 640, 1245, 1380, 128,
+     6.0, 28.26, 14.13, 7.066, 112.0, 250],
+], columns=["gpu", "architecture", "compute_capability", "release_year", "memory_bandwidth_gbs", "memory_bus_bits",
+            "memory_size_gb", "memory_type", "memory_clock_mhz", "sm_count", "shading_units", "tensor_cores",
+            "base_clock_mhz", "boost_clock_mhz", "l1_cache_kb", "l2_cache_mb", "fp16_tflops", "fp32_tflops",
+            "fp64_tflops", "tensor_fp16_tflops", "tdp_w"])
+
+
+def measurements(seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    specs = GPUS.set_index("gpu")
+    for model, (family, img, params, gmacs, acts) in CNNS.items():
+        for gpu, g in specs.iterrows():
+            for batch in (1, 8, 32, 128):
+                for precision in ("fp32", "amp_fp16"):
+                    for mode in ("inference", "training"):
+                        k = 3.0 if mode == "training" else 1.0
+                        bpe = 4.0 if precision == "fp32" else 2.0
+                        peak = (g.fp32_tflops if precision == "fp32" else g.tensor_fp16_tflops) * 1e12 * 0.4
+                        t_c = 2 * gmacs * 1e9 * batch * k / peak
+                        t_m = (params * 1e6 * bpe * (4 if k > 1 else 1) + 2 * acts * 1e6 * batch * bpe * k) / (
+                            g.memory_bandwidth_gbs * 1e9 * 0.7)
+                        lat = (max(t_c, t_m) * 1e3 + 0.05 * k * (1 + params / 50)) * rng.lognormal(0, 0.05)
+                        rows.append({
+                            "measurement_id": f"own:tiny.csv:{len(rows)}", "source": "own",
+                            "source_file": "tiny.csv", "upstream_commit": "", "gpu": gpu, "device_raw": gpu,
+                            "is_cpu": False, "num_gpus": 1, "framework": "pytorch", "framework_version": "2.4.0",
+                            "cuda_version": "12.4", "precision": precision, "memory_layout": "nchw",
+                            "compile_mode": "eager", "model": model, "model_key": model, "model_source": "timm",
+                            "family": family, "img_size": img, "batch_size": batch, "mode": mode,
+                            "latency_ms": lat, "throughput": batch / lat * 1e3, "latency_stat": "mean",
+                            "latency_spread_ms": np.nan, "n_samples": 50.0, "param_count_m": params,
+                            "gmacs": gmacs, "activations_m": acts})
+    df = pd.DataFrame(rows)
+    cpu = df.iloc[:3].copy()
+    cpu["gpu"], cpu["is_cpu"], cpu["measurement_id"] = "cpu:i9_10940x", True, ["own:cpu:0", "own:cpu:1", "own:cpu:2"]
+    nostatic = df.iloc[:5].copy()
+    nostatic[["param_count_m", "gmacs", "activations_m"]] = np.nan
+    nostatic["source"] = "lambda"
+    nostatic["measurement_id"] = [f"lambda:x:{i}" for i in range(5)]
+    return pd.concat([df, cpu, nostatic], ignore_index=True)
+
+
+def write_tables(folder: Path, seed: int = 0) -> dict[str, str]:
+    """Write measurements.parquet and gpus.parquet into `folder`; return data-config overrides (absolute)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    measurements(seed).to_parquet(folder / "measurements.parquet", index=False)
+    GPUS.to_parquet(folder / "gpus.parquet", index=False)
+    return {
+        "data.measurements": str(folder / "measurements.parquet"),
+        "data.gpus": str(folder / "gpus.parquet"),
+        "data.static_features": str(folder / "static_features.parquet"),
+        "data.ptx_counts": str(folder / "ptx_counts.parquet"),
+        "data.dataset": str(folder / "dataset.parquet"),
+    }
+
+
+def overrides(tmp: Path, n_trials: int = 2, protocols: str = "[random,leave_gpu_out,leave_family_out]") -> list[str]:
+    """Hydra overrides for a quick, isolated run: tiny tables, temp MLflow/Optuna stores, few trials."""
+    data = write_tables(tmp / "data")
+    ov = [f"{k}={v}" for k, v in data.items()]
+    return ov + [
+        f"mlflow.tracking_uri=sqlite:///{tmp}/mlflow.db", f"mlflow.artifact_root=file://{tmp}/mlartifacts",
+        f"sweep.storage=sqlite:///{tmp}/optuna.db", f"sweep.n_trials={n_trials}", f"sweep.n_trials_slow={n_trials}",
+        "sweep.fold_trials=1", "sweep.fold_cv_folds=2",
+        "sweep.cv_folds=2", "sweep.perm_max_rows=200", "sweep.perm_repeats=1", "sweep.n_jobs=1",
+        f"reports_dir={tmp}/reports", f"split.protocols={protocols}", "split.leave_family_out.n_groups=3",
+        "progress=false",
+    ]
+
+
+_TRAINED: dict = {}
+
+
+def trained_store(base: Path, models: tuple[str, ...] = ("dt", "lr")) -> dict:
+    """Train `models` on the tiny table into a temp MLflow/Optuna store and register; cached per process.
+
+    Returns {"tmp": folder, "cfg": resolved config dict, "summaries": {...}, "registry": {...}}.
+    """
+    key = (str(base), models)
+    if key in _TRAINED:
+        return _TRAINED[key]
+    from omegaconf import OmegaConf
+
+    from src.register.__main__ import run_register
+    from src.train.config import compose
+    from src.train.run import train
+
+    ov = overrides(base)
+    summaries = {}
+    for m in models:
+        c = OmegaConf.to_container(compose(ov + [f"model={m}"]), resolve=True)
+        summaries[m] = train(c)
+    c = OmegaConf.to_container(compose(ov), resolve=True)
+    _TRAINED[key] = {"tmp": base, "cfg": c, "summaries": summaries, "registry": run_register(c)}
+    return _TRAINED[key]

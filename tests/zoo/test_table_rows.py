@@ -1,0 +1,76 @@
+"""Stage logic on hand-made inputs: target selection, definition precedence, rows per (batch, cc)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pandas as pd
+import pytest
+
+from src.zoo.table import Target, count_rows, select_targets
+
+
+def _meas() -> pd.DataFrame:
+    return pd.DataFrame({
+        "model": ["resnet50", "resnet50", "resnet50.a1_in1k", "vit_base", "inception-bn", "resnet50"],
+        "model_key": ["resnet50", "resnet50", "resnet50", "vit_base", "inception_bn", "resnet50"],
+        "model_source": ["tf_cnn_benchmarks", "torchvision", "timm", "timm", "dlinfbench", "timm"],
+        "img_size": [224, 224, 224, 224, 224, 288],
+        "batch_size": [64, 32, 256, 256, 1, 256],
+        "gpu": ["A", "B", "C", "C", "A", "cpu:x"],
+        "is_cpu": [False, False, False, False, False, True],
+        "is_cnn": [True, True, True, False, True, True],
+        "gmacs": [4.1, 4.1, 4.1, 17.0, 2.0, 6.8],
+    })
+
+
+def _gpus() -> pd.DataFrame:
+    return pd.DataFrame({"gpu": ["A", "B", "C"], "compute_capability": [7.0, 8.6, 12.0]})
+
+
+def test_select_targets_precedence_and_filters():
+    targets, keys = select_targets(_meas(), _gpus())
+    by_key = {(t.model_key, t.img_size): t for t in targets}
+    assert set(by_key) == {("resnet50", 224), ("inception_bn", 224)}  # no ViT, no CPU row
+    assert by_key[("resnet50", 224)].spec.source == "torchvision"  # torchvision wins over timm / TF
+    assert by_key[("resnet50", 224)].n_gpus == 3
+    assert by_key[("inception_bn", 224)].spec.name == "googlenet"
+    assert len(keys) == 4
+
+
+def _result(nvcc: dict[str, str]) -> dict:
+    base = {"thread_instructions": 100, "warp_instructions": 10, "predicated_off": 0, "kernels": 3,
+            "launches": 5, "estimate": False, "by_class": {"fma": 60, "integer": 40},
+            "bytes_by_space": {"load.global": 400}}
+    by_arch = {a: {**base, "ptx_arch": p, "thread_instructions": 100 if p == "sm_75" else 90}
+               for a, p in nvcc.items()}
+    return {"source": "torchvision", "model": "resnet50", "batch_size": 1, "seconds": 12.0, "zoo_version": "1",
+            "by_arch": by_arch}
+
+
+def test_count_rows_scale_and_arch_rule():
+    t = Target("resnet50", "resnet50", "torchvision", 224, 3, None)
+    keys = pd.DataFrame({"model_key": ["resnet50"] * 3, "img_size": [224] * 3, "batch_size": [1, 32, 32],
+                         "compute_capability": [8.6, 8.6, 12.0]})
+    # A result cached with an exact sm_120 PTX still follows the stage's rule nvcc_archs=[sm_75].
+    res = _result({"sm_86": "sm_75", "sm_120": "sm_120"})
+    rows = count_rows(t, res, keys, ["fma", "integer"], ["load.global"], nvcc_archs=["sm_75"])
+    by = {(r["batch_size"], r["arch"]): r for r in rows}
+    assert by[(1, "sm_86")]["ptx_thread_instructions"] == 100 and by[(1, "sm_86")]["count_method"] == "compiled"
+    assert by[(32, "sm_86")]["ptx_thread_instructions"] == 3200
+    assert by[(32, "sm_86")]["ptx_kernels"] == 3 and by[(32, "sm_86")]["ptx_bytes_load_global"] == 32 * 400
+    assert by[(32, "sm_120")]["nvcc_arch"] == "sm_75" and by[(32, "sm_120")]["ptx_thread_instructions"] == 3200
+    exact = count_rows(t, res, keys, [], [], nvcc_archs=None)
+    assert {r["nvcc_arch"] for r in exact if r["arch"] == "sm_120"} == {"sm_120"}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("timm") is not None, reason="needs an environment without timm")
+def test_missing_extra_is_skipped_not_a_failure(tmp_path):
+    from src.zoo.table import run_table
+
+    _meas().iloc[[2]].to_parquet(tmp_path / "m.parquet")  # one timm CNN
+    _gpus().to_parquet(tmp_path / "g.parquet")
+    s = run_table(tmp_path / "m.parquet", tmp_path / "g.parquet", tmp_path / "cache", tmp_path / "c.parquet",
+                  tmp_path / "f.csv", tmp_path / "s.parquet", model_timeout_s=None, log=lambda _m: None)
+    assert s["skipped_missing_extra"] == 1 and s["failures"] == 0
+    assert not list((tmp_path / "cache").rglob("failure.json"))
