@@ -105,7 +105,7 @@ def main() -> None:
     from omegaconf import OmegaConf
     from tqdm import tqdm
 
-    from src.train.config import compose
+    from src.config import compose
 
     c = OmegaConf.to_container(compose([]), resolve=True)
     tracking = c["mlflow"]["tracking_uri"]

@@ -12,8 +12,8 @@ import sys
 
 from omegaconf import OmegaConf
 
+from src.config import compose
 from src.e2e.run import run
-from src.train.config import compose
 
 
 def config(overrides: list[str]) -> dict:

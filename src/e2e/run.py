@@ -3,7 +3,7 @@
 Protocol (docs/predict.md): deployments (CNN, GPU, mode, software context) with >= e2e.min_batches distinct batch
 sizes; per protocol (largest batch / one random batch / leave-one-batch-out) the e2e model is fitted on the
 deployment's other batch sizes and scored on the held-out ones (MAPE). For `compare_protocols`, the global model
-(the project's Pipeline + estimator, src.train.estimators.build_model) is trained on the whole feature dataset
+(fitted through the training package's public entry, src.train.fit_model) is trained on the whole feature dataset
 MINUS the same held-out rows and scored on the held-out rows it can represent (rows in the dataset: static CNN
 features known, CNN rows only); both models' MAPE are reported on exactly those rows.
 """
@@ -22,15 +22,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import mlflow  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
 
+from src.config import REPO_ROOT  # noqa: E402
 from src.e2e import iterations  # noqa: E402
 from src.e2e.model import coefficients, eligible_rows, evaluate, holdout_mask, label_groups  # noqa: E402
 from src.features.dataset import build_dataset  # noqa: E402
 from src.features.engineer import input_columns  # noqa: E402
 from src.tracking import file_md5, git_commit, setup  # noqa: E402
-from src.train.config import REPO_ROOT, compose  # noqa: E402
-from src.train.estimators import build_model  # noqa: E402
+from src.train import fit_model  # noqa: E402
 
 log = logging.getLogger("cnnperf.e2e")
 
@@ -68,12 +67,10 @@ def mape(measured, predicted) -> float:
 
 def global_predictions(cfg: dict, s: dict, dataset: pd.DataFrame, cols: list[str], held_ids: set[str]) -> pd.DataFrame:
     """Fit the global model on the dataset minus held-out ids; predict the held-out ids it contains."""
-    mcfg = OmegaConf.to_container(compose([f"model={s['global_estimator']}"]), resolve=True)["model"]
-    model = build_model(mcfg, cfg["features"], [], dict(s["global_params"] or {}), bool(cfg["target"]["log"]))
     is_held = dataset["measurement_id"].isin(held_ids).to_numpy()
-    X, y = dataset[cols], dataset["target"].to_numpy(dtype=float)
-    model.fit(X.loc[~is_held], y[~is_held])
-    pred = model.predict(X.loc[is_held]) if is_held.any() else np.array([])
+    model = fit_model(cfg, dataset, np.flatnonzero(~is_held), dict(s["global_params"] or {}),
+                      model=s["global_estimator"])
+    pred = model.predict(dataset.loc[is_held, cols]) if is_held.any() else np.array([])
     return pd.DataFrame({"measurement_id": dataset.loc[is_held, "measurement_id"].to_numpy(),
                          "global_ms": np.asarray(pred, dtype=float)})
 
@@ -125,7 +122,7 @@ def plot_comparison(results: dict, path: Path) -> None:
 
 
 def run(cfg: dict) -> dict:
-    """Entry point (from `python -m src.e2e` or `python -m src.train task=e2e`): resolved config -> summary."""
+    """Entry point (from `python -m src.e2e`): resolved config -> summary."""
     t0 = time.perf_counter()
     s = settings(cfg)
     seed = int(cfg.get("seed", 42))

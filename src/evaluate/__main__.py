@@ -1,8 +1,10 @@
 """DVC stage `evaluate`: collect reports/train/<model>/metrics.json into reports/metrics.json (+ plots, table).
 
 Usage: python -m src.evaluate [hydra overrides]. reports/metrics.json: protocol -> model -> metrics, where
-`mape`/`median_ape` are percent on the original scale (ms), `r2`/`adj_r2` are on the original scale, and for
-grouped protocols every value is the mean over held-out groups (pooled values under `pooled_*`).
+`mape`/`median_ape` are percent on the original scale (ms), `r2`/`adj_r2` are on the original scale, every
+headline value is pooled over all held-out rows of the protocol (adjusted R² with n = rows scored), with the median
+and worst group (GPU or family) beside it; `run_id` names the MLflow run that produced the row (the run that
+`register` registers for the random protocol).
 """
 
 from __future__ import annotations
@@ -15,15 +17,16 @@ import mlflow
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from src.evaluate import plots
+from src.config import REPO_ROOT, register_resolvers
 from src.tracking import setup
-from src.train.config import REPO_ROOT, register_resolvers
+from src.train import PROTOCOLS, plots
 
 register_resolvers()
 log = logging.getLogger("cnnperf.evaluate")
 MODELS = ("lr", "knn", "rf", "dt", "xgb")
-PROTOCOLS = ("random", "leave_gpu_out", "leave_family_out")
 KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
+GROUP_KEYS = ("group_median_mape", "group_worst_mape", "worst_group", "groups_scored")
+TRACE_KEYS = ("run_id", "split_fingerprint", "optuna_study", "cv_mape", "test_rows", "folds", "n_features")
 
 
 def collect(reports_dir, models=MODELS) -> tuple[dict, dict]:
@@ -38,27 +41,24 @@ def collect(reports_dir, models=MODELS) -> tuple[dict, dict]:
         s = json.loads(path.read_text())
         summaries[m] = s
         for protocol, res in s["protocols"].items():
-            row = {k: res[k] for k in KEYS if k in res}
-            row["n_features"] = res.get("n_features")
-            if protocol == "random":
-                row["cv_mape"] = res["cv_mape"]
-                row["test_rows"] = res["test_rows"]
-            else:
-                row.update({f"pooled_{k}": res["pooled"][k] for k in KEYS})
-                row["groups"] = len(res["per_group"])
-                row["per_group_mape"] = {g: v["mape"] for g, v in res["per_group"].items()}
+            row = {k: res[k] for k in KEYS + GROUP_KEYS + TRACE_KEYS if k in res}
+            row["budget_trials"] = res.get("budget", {}).get("n_trials")
             table.setdefault(protocol, {})[m] = row
     ordered = {p: table[p] for p in PROTOCOLS if p in table}
     return ordered, summaries
 
 
 def markdown(table: dict) -> str:
-    lines = ["| protocol | model | MAPE % | median APE % | within ±10 % | R² | adj. R² | R² (log) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| protocol | model | MAPE % | median APE % | within ±10 % | R² | adj. R² | R² (log) | median group "
+             "MAPE % | worst group MAPE % (group) | rows | trials/study |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p, models in table.items():
         for m, r in models.items():
             lines.append(f"| {p} | {m} | {r['mape']:.2f} | {r['median_ape']:.2f} | {r['within_10pct']:.3f} | "
-                         f"{r['r2']:.4f} | {r['adj_r2']:.4f} | {r['r2_log']:.4f} |")
+                         f"{r['r2']:.4f} | {r['adj_r2']:.4f} | {r['r2_log']:.4f} | "
+                         f"{r.get('group_median_mape', float('nan')):.2f} | "
+                         f"{r.get('group_worst_mape', float('nan')):.2f} ({r.get('worst_group', '')}) | "
+                         f"{r.get('test_rows', '')} | {r.get('budget_trials', '')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -87,6 +87,14 @@ def main(cfg: DictConfig) -> None:
     if preds:
         pd.concat(preds)[["estimator", "gpu", "measured", "predicted"]].to_csv(rep / "predicted_vs_measured.csv",
                                                                                index=False)
+    groups = [pd.read_csv(rep / m / p / "per_group.csv").rename(columns=lambda k: "group" if k in ("gpu", "family")
+                                                                 else k).assign(estimator=m, protocol=p)
+              for m in summaries for p in ("leave_gpu_out", "leave_family_out", "leave_model_out")
+              if (rep / m / p / "per_group.csv").exists()]
+    if groups:
+        g = pd.concat(groups)[["protocol", "estimator", "group", "rows", "mape"]]
+        g.to_csv(rep / "group_mape.csv", index=False)
+        plots.group_errors(g, rep / "group_mape.png")
     if imps:
         all_imp = pd.concat(imps)
         perm = all_imp[all_imp["kind"].eq("permutation_mape_pp") & all_imp["protocol"].eq("random")]

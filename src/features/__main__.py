@@ -5,15 +5,13 @@ Usage: python -m src.features [hydra overrides, e.g. features=static data.max_ro
 
 from __future__ import annotations
 
-import json
 import logging
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from src.features.dataset import build_dataset
-from src.train.config import REPO_ROOT, register_resolvers
+from src.config import REPO_ROOT, register_resolvers
+from src.features.dataset import write_dataset
 
 register_resolvers()
 log = logging.getLogger("cnnperf.features")
@@ -22,16 +20,8 @@ log = logging.getLogger("cnnperf.features")
 @hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     c = OmegaConf.to_container(cfg, resolve=True)
-    df, report, ptx = build_dataset(REPO_ROOT, c["data"], c["features"], c["target"], seed=c["seed"])
-    out = REPO_ROOT / c["data"]["dataset"]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(out, index=False)
-    rep_dir = REPO_ROOT / c["reports_dir"]
-    rep_dir.mkdir(parents=True, exist_ok=True)
-    summary = {"features": c["features"]["name"], "target": c["target"]["name"], "ptx_features": ptx,
-               **report.as_dict()}
-    Path(rep_dir / "dataset.json").write_text(json.dumps(summary, indent=2) + "\n")
-    log.info("dataset: %d of %d rows -> %s", report.rows_out, report.rows_in, out)
+    report = write_dataset(c)
+    log.info("dataset: %d of %d rows -> %s", report.rows_out, report.rows_in, REPO_ROOT / c["data"]["dataset"])
     for step in report.steps:
         log.info("  dropped %6d: %s %s", step["dropped"], step["reason"], step["dropped_by_source"])
 

@@ -6,6 +6,7 @@ were dropped and why (nothing silently dropped).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -221,3 +222,20 @@ def build_dataset(
     report.by_source = {str(k): int(v) for k, v in out["source"].value_counts().items()}
     report.gpus = {str(k): int(v) for k, v in out["gpu"].value_counts().items()}
     return out, report, ptx_cols
+
+
+def write_dataset(c: dict, root: Path | None = None) -> DatasetReport:
+    """Build the table of a resolved config and write it to `data.dataset` and the report; returns the report."""
+    from src.config import REPO_ROOT
+
+    root = root or REPO_ROOT
+    df, report, ptx = build_dataset(root, c["data"], c["features"], c["target"], seed=c["seed"])
+    out = root / c["data"]["dataset"]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(out, index=False)
+    rep_dir = root / c["reports_dir"]
+    rep_dir.mkdir(parents=True, exist_ok=True)
+    summary = {"features": c["features"]["name"], "target": c["target"]["name"], "ptx_features": ptx,
+               **report.as_dict()}
+    (rep_dir / "dataset.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return report

@@ -6,6 +6,8 @@ precision, GPU specs) and the same code computes the features in training and in
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -18,7 +20,7 @@ BYTES_PER_ELEMENT = {"fp32": 4.0, "fp64": 8.0, "fp16": 2.0, "bf16": 2.0, "amp_fp
 HALF_PRECISIONS = {"fp16", "bf16", "amp_fp16", "amp_bf16"}
 # Counts that may be zero get log1p instead of log.
 LOG1P_COLUMNS = {"tensor_cores"}
-NO_LOG_COLUMNS = {"compute_capability"}
+NO_LOG_COLUMNS = {"compute_capability", "framework_release", "tf32_conv_default"}
 EPS = 1e-12
 
 ENGINEERED = [
@@ -36,6 +38,25 @@ ENGINEERED = [
     "samples_per_sm",
     "pixels",
 ]
+# What a user can say about the software, derived from (framework, framework_version) instead of a one-hot of raw
+# version strings (git hashes included), which a new deployment cannot set and which marks measurement twins.
+RELEASE_FEATURES = ["framework_release", "tf32_conv_default"]
+# First release whose convolutions use TF32 tensor cores for fp32 by default on Ampere and newer (cuDNN):
+# PyTorch 1.7 (torch.backends.cudnn.allow_tf32 = True), TensorFlow 2.4. Other frameworks: never by default.
+TF32_CONV_SINCE = {"pytorch": 1.07, "tensorflow": 2.04}
+_RELEASE_RE = re.compile(r"^\s*v?(\d+)\.(\d+)")
+
+
+def parse_release(version) -> float:
+    """'2.9.1' -> 2.09 (major + minor / 100, so 2.10 > 2.9); git hashes, '', 'unknown' -> NaN."""
+    m = _RELEASE_RE.match(str(version)) if version is not None else None
+    return float(m.group(1)) + float(m.group(2)) / 100.0 if m else float("nan")
+
+
+def release_features(framework: np.ndarray, release: np.ndarray) -> dict[str, np.ndarray]:
+    """Numeric release and whether fp32 convolutions default to TF32, vectorised over rows."""
+    since = np.array([TF32_CONV_SINCE.get(str(f), np.inf) for f in framework], dtype=float)
+    return {"framework_release": release, "tf32_conv_default": (release >= since).astype(float)}
 
 
 def peak_tflops(precision: pd.Series, gpu: pd.DataFrame) -> pd.Series:
@@ -87,26 +108,49 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
     """
 
     def __init__(self, numeric_inputs=(), categorical_inputs=(), gpu_features=(), ptx_features=(),
-                 engineered: bool = True):
+                 engineered: bool = True, release_column: str | None = None):
         self.numeric_inputs = numeric_inputs
         self.categorical_inputs = categorical_inputs
         self.gpu_features = gpu_features
         self.ptx_features = ptx_features
         self.engineered = engineered
+        self.release_column = release_column
 
     def fit(self, X: pd.DataFrame, y=None):
         self.n_features_in_ = X.shape[1]
+        if self.release_column:
+            # An unknown release (git hash, empty) gets its framework's median training release, else the median.
+            rel = X[self.release_column].map(parse_release)
+            fw = X["framework"].astype(str)
+            self.release_by_framework_ = {str(k): float(v) for k, v in rel.groupby(fw).median().dropna().items()}
+            self.release_median_ = float(np.nanmedian(rel)) if rel.notna().any() else 0.0
         return self
+
+    def encoded_categoricals(self) -> list[str]:
+        """Categorical inputs one-hot encoded (the release column is turned into numbers instead)."""
+        return [c for c in self.categorical_inputs if c != self.release_column]
 
     def numeric_names(self) -> list[str]:
         names = list(self.numeric_inputs) + list(self.gpu_features) + list(self.ptx_features)
-        return names + (ENGINEERED if self.engineered else [])
+        names += ENGINEERED if self.engineered else []
+        return names + (RELEASE_FEATURES if self.release_column else [])
+
+    def release(self, X: pd.DataFrame) -> pd.DataFrame:
+        fw = X["framework"].astype(str).to_numpy()
+        rel = X[self.release_column].map(parse_release).to_numpy(dtype=float, copy=True)
+        unknown = np.isnan(rel)
+        if unknown.any():
+            fill = np.array([self.release_by_framework_.get(f, self.release_median_) for f in fw[unknown]])
+            rel[unknown] = fill
+        return pd.DataFrame(release_features(fw, rel), index=X.index)
 
     def transform(self, X: pd.DataFrame) -> pd.DataFrame:
         raw_cols = list(self.numeric_inputs) + list(self.gpu_features) + list(self.ptx_features)
         num = X[raw_cols].astype(float)
         if self.engineered:
             num = pd.concat([num, engineer(X)], axis=1)
+        if self.release_column:
+            num = pd.concat([num, self.release(X)], axis=1)
         out = pd.DataFrame(index=X.index)
         for col in num.columns:
             v = num[col].to_numpy(dtype=float)
@@ -116,7 +160,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
                 out[f"log1p_{col}"] = np.log1p(np.clip(v, 0.0, None))
             else:
                 out[f"log_{col}"] = np.log(np.clip(v, EPS, None))
-        for col in self.categorical_inputs:
+        for col in self.encoded_categoricals():
             out[col] = X[col].astype(str).to_numpy()
         return out
 
@@ -129,7 +173,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
                 names.append(f"log1p_{col}")
             else:
                 names.append(f"log_{col}")
-        return np.array(names + list(self.categorical_inputs), dtype=object)
+        return np.array(names + self.encoded_categoricals(), dtype=object)
 
 
 def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool) -> Pipeline:
@@ -140,13 +184,14 @@ def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool) -> P
         gpu_features=list(feat_cfg["gpu_features"]),
         ptx_features=list(ptx_features),
         engineered=bool(feat_cfg.get("engineered", True)),
+        release_column=feat_cfg.get("release_column"),
     )
     numeric = [n for n in perf.get_feature_names_out() if n not in set(perf.categorical_inputs)]
     encode = ColumnTransformer(
         [
             ("num", StandardScaler() if scale else "passthrough", numeric),
             ("cat", OneHotEncoder(handle_unknown="infrequent_if_exist", sparse_output=False,
-                                  min_frequency=feat_cfg.get("min_category_rows")), list(perf.categorical_inputs)),
+                                  min_frequency=feat_cfg.get("min_category_rows")), perf.encoded_categoricals()),
         ],
         verbose_feature_names_out=False,
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 # Prefixes that name a weight port or training recipe, not an architecture.
-_RECIPE_PREFIXES = ("tf_", "tv_", "gluon_", "legacy_", "ig_", "ssl_", "swsl_", "timm_")
+# `jx_` (JAX ports: jx_nest_*), `ens_adv_` / `adv_` (adversarially trained Inception weights) too.
+_RECIPE_PREFIXES = ("tf_", "tv_", "gluon_", "legacy_", "ig_", "ssl_", "swsl_", "timm_", "jx_", "ens_adv_", "adv_")
 
 # Families whose leading letters alone would be misleading or split one family in two.
 _FAMILY_ALIASES: dict[str, str] = {
@@ -39,22 +40,92 @@ _FAMILY_ALIASES: dict[str, str] = {
     "shufflenet": "shufflenet",
     "ghostnetv": "ghostnet",
     "efficientformerv": "efficientformer",
+    "hgnetv": "hgnet",  # PP-HGNetV2 (hgnetv2_b0..b6) shares timm's hgnet.py with PP-HGNet (hgnet_tiny..base)
+    "poolformerv": "poolformer",
+    "maxxvitv": "maxxvit",
+    "botnext": "botnet",  # eca_botnext26ts_256 once its `eca_` is stripped
+    "halonext": "halonet",  # eca_halonext26ts
 }
 
-# Families that are not convolutional networks (attention or MLP based). Everything else counts as a CNN;
-# hybrids with convolutional stems and attention stages (coatnet, maxvit, levit...) are flagged non-CNN too.
-NON_CNN_FAMILIES = frozenset(
-    {
-        "vit", "deit", "swin", "swinv", "beit", "beitv", "cait", "xcit", "eva", "mixer", "gmlp", "resmlp",
-        "crossvit", "pit", "tnt", "twins", "levit", "convit", "coat", "coatnet", "coatnext", "maxvit",
-        "maxxvit", "mvitv", "mobilevit", "mobilevitv", "poolformer", "poolformerv", "efficientformer",
-        "edgenext", "davit", "fastvit", "flexivit", "gcvit", "hiera", "nest", "pvt", "pvtv", "sequencer",
-        "tiny", "volo", "visformer", "samvit", "vitamin", "caformer", "convformer", "focalnet", "repvit",
-        "efficientvit", "next", "test", "hgnet", "hgnetv", "aimv", "naflexvit", "mambaout", "rdnet",
-        "gmixer", "starnet", "shvit", "fasternet", "swiftformer", "tresnet", "inception_next", "csatv",
-        "eva02", "halonet", "botnet", "lambda", "sebotnet", "lamhalobotnet", "halo", "haloregnetz",
-    }
-)
+# Families that are not convolutional networks, each with the reason. Everything else counts as a CNN.
+# Rule: a family is a CNN when its token/spatial mixing is convolution or pooling only (plain, depthwise, grouped,
+# re-parameterised or partial convs, gating/elementwise products of conv outputs, SE/ECA/GC-style channel
+# reweighting, an attention-pool head aside). Families with any self-attention-like token mixer (MHSA, window/halo/
+# bottleneck/linear/additive/transposed attention, lambda layers, non-local blocks), MLP token mixers, or RNN/SSM
+# mixers are not. Reasons start with a category: "transformer", "hybrid" (conv stages or blocks plus attention),
+# "mlp-mixer" or "rnn". Checked against timm's model definitions (timm/models/*.py).
+# Deliberately NOT here (they are CNNs): tresnet, hgnet (+ hgnetv2), repvit, fasternet, starnet, rdnet, mambaout
+# (gated CNN blocks, no SSM), inception_next, convformer (separable-conv MetaFormer), poolformer (+ v2: avg-pool token
+# mixer, 1x1 MLP, no attention), focalnet (focal modulation = depthwise convs + pooling + gating, no attention).
+NON_CNN_FAMILIES: dict[str, str] = {
+    # pure transformers
+    "vit": "transformer: ViT self-attention",
+    "deit": "transformer: ViT self-attention (DeiT/DeiT-III)",
+    "swin": "transformer: shifted-window self-attention",
+    "swinv": "transformer: shifted-window self-attention (Swin V2)",
+    "beit": "transformer: ViT self-attention (BEiT)",
+    "beitv": "transformer: ViT self-attention (BEiT v2)",
+    "cait": "transformer: class-attention ViT",
+    "xcit": "transformer: cross-covariance attention",
+    "eva": "transformer: ViT self-attention (EVA/EVA-02)",
+    "crossvit": "transformer: dual-branch ViT with cross-attention",
+    "pit": "transformer: pooling-based ViT, self-attention",
+    "tnt": "transformer: nested inner/outer self-attention",
+    "twins": "transformer: locally-grouped + global sub-sampled attention",
+    "convit": "transformer: gated positional self-attention",
+    "coat": "transformer: factorized conv-attention (CoaT)",
+    "davit": "transformer: dual spatial/channel attention",
+    "flexivit": "transformer: ViT self-attention",
+    "gcvit": "transformer: global-context window attention",
+    "hiera": "transformer: hierarchical ViT self-attention",
+    "hieradet": "transformer: Hiera self-attention (SAM2 backbone; sam2_hiera_* map here)",
+    "mvitv": "transformer: multiscale pooling attention (MViTv2)",
+    "nest": "transformer: nested local self-attention (nest_*, jx_nest_*)",
+    "pvt": "transformer: spatial-reduction attention (PVT v2)",
+    "volo": "transformer: outlook attention + self-attention",
+    "samvit": "transformer: ViT self-attention (SAM encoder)",
+    "aimv": "transformer: ViT self-attention (AIMv2)",
+    "naflexvit": "transformer: ViT self-attention (NaFlex)",
+    # hybrids: convolutional stems/stages/blocks plus attention
+    "levit": "hybrid: conv stem + attention stages",
+    "coatnet": "hybrid: conv stages + attention stages",
+    "coatnext": "hybrid: conv stages + attention stages",
+    "maxvit": "hybrid: MBConv + block/grid attention",
+    "maxxvit": "hybrid: ConvNeXt blocks + block/grid attention (maxxvit, maxxvitv2)",
+    "mobilevit": "hybrid: MobileNet blocks + transformer blocks",
+    "mobilevitv": "hybrid: MobileNet blocks + separable self-attention",
+    "semobilevit": "hybrid: MobileNet blocks + transformer blocks",
+    "efficientformer": "hybrid: pooling blocks + attention stages (v1 and v2)",
+    "edgenext": "hybrid: conv encoders + transposed (channel) attention",
+    "fastvit": "hybrid: RepMixer conv stages + attention stage (sa/ma/mci; t8/t12/s12 are conv-only)",
+    "tiny_vit": "hybrid: MBConv stage + window attention stages",
+    "visformer": "hybrid: conv stages + attention stages",
+    "vitamin": "hybrid: MBConv stages + transformer stage",
+    "caformer": "hybrid: separable-conv stages + attention stages",
+    "efficientvit": "hybrid: MBConv + linear attention (MIT) / cascaded group attention (MSRA)",
+    "shvit": "hybrid: conv stages + single-head attention",
+    "swiftformer": "hybrid: conv encoders + efficient additive attention",
+    "nextvit": "hybrid: conv blocks + efficient multi-head self-attention",
+    "csatv": "hybrid: ConvNeXt-style blocks + transformer blocks (CSATv2)",
+    "mobilenetv4_hybrid": "hybrid: MobileNetV4 UIB blocks + multi-query attention",
+    "mobilenetv5": "hybrid: MobileNet blocks + multi-query attention",
+    "botnet": "hybrid: ResNet with bottleneck self-attention blocks",
+    "sebotnet": "hybrid: ResNet with bottleneck self-attention blocks",
+    "halonet": "hybrid: ResNet with halo attention blocks",
+    "sehalonet": "hybrid: ResNet with halo attention blocks",
+    "halo": "hybrid: ResNet with halo + bottleneck attention blocks (halo2botnet)",
+    "haloregnetz": "hybrid: RegNetZ with halo attention blocks",
+    "lamhalobotnet": "hybrid: ResNet with lambda + halo + bottleneck attention blocks",
+    "lambda": "hybrid: ResNet with lambda layers",
+    "bat": "hybrid: ResNeXt with non-local bilinear attention transform blocks",
+    # MLP token mixers
+    "mixer": "mlp-mixer: token-mixing MLP",
+    "gmixer": "mlp-mixer: gated token-mixing MLP",
+    "resmlp": "mlp-mixer: token-mixing MLP (ResMLP)",
+    "gmlp": "mlp-mixer: spatial gating unit MLP",
+    # recurrent token mixers
+    "sequencer": "rnn: BiLSTM token mixer",
+}
 
 
 def model_key(name: str) -> str:
@@ -70,10 +141,22 @@ def model_family(name: str) -> str:
         if key.startswith(prefix):
             key = key[len(prefix):]
             break
+    if key.startswith("test_"):  # timm's tiny test nets (test_vit, test_convnext...): label by the architecture
+        key = key[len("test_"):]
+    if key.startswith("eca_") and not key.startswith("eca_nfnet"):  # byobnet ECA variants (eca_resnet33ts...)
+        key = key[len("eca_"):]
     if key.startswith("inception_resnet") or key.startswith("inceptionresnet"):
         return "inception_resnet"
     if key.startswith("inception_next"):
         return "inception_next"
+    if key.startswith("tiny_vit"):
+        return "tiny_vit"
+    if key.startswith("sam2_hiera"):
+        return "hieradet"
+    if key.startswith("mobilenetv4_hybrid"):
+        return "mobilenetv4_hybrid"
+    if key.startswith("mobilenetv5"):
+        return "mobilenetv5"
     if key.startswith("wide_resnet"):
         return "wide_resnet"
     match = re.match(r"[a-z]+", key)
@@ -82,5 +165,5 @@ def model_family(name: str) -> str:
 
 
 def is_cnn(family: str) -> bool:
-    """True unless the family is attention/MLP based (see NON_CNN_FAMILIES)."""
+    """True unless the family is a transformer, conv/attention hybrid, MLP-mixer or RNN (see NON_CNN_FAMILIES)."""
     return family not in NON_CNN_FAMILIES

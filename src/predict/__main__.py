@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from src.train.config import REPO_ROOT
+from src.config import REPO_ROOT
 
 log = logging.getLogger("cnnperf.predict")
 DEFAULT_MODEL_URI = "models:/cnnperf-best@champion"

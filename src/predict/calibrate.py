@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from src.predict import conformal
 from src.predict.data import SplitData, load_split
 from src.predict.model import CONFORMAL_ARTIFACT, LoadedModel
-from src.train.protocols import family_labels
+from src.train import family_labels
 
 log = logging.getLogger("cnnperf.predict")
 

@@ -1,7 +1,7 @@
 """The rows a model was trained and tested on, rebuilt from its metadata (feature set, excluded families).
 
-Why rebuild instead of storing: the dataset build and the seeded 70/30 split are deterministic
-(src.features.dataset + src.train.protocols.random_split), so the calibration part (inside the training part)
+Why rebuild instead of storing: the dataset build and the seeded configuration-grouped 70/30 split are
+deterministic (src.features.dataset + src.train.random_split), so the calibration part (inside the training part)
 and the test split of a logged model can be reproduced from the config it names.
 """
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from src.config import REPO_ROOT, compose
 from src.features.dataset import build_dataset
-from src.train.config import REPO_ROOT, compose
-from src.train.protocols import family_labels, random_split
+from src.train import family_labels, random_split
 
 
 @dataclass

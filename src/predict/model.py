@@ -2,7 +2,7 @@
 
 Why unwrap the pyfunc: the served model validates GPU names against the GPU table it was trained with; ranking
 GPUs the training never saw needs the same Pipeline fed with any GPU's spec columns, through the same
-`src.serve.model.predict_frame` code path (we hand it a GPU table holding the requested GPUs).
+`src.features.served.predict_frame` code path (we hand it a GPU table holding the requested GPUs).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def load(uri: str, conformal_path: str | None = None) -> LoadedModel:
     for attr in ("pipeline", "meta", "gpus"):
         if not hasattr(py, attr):
             raise ModelLoadError(f"{uri!r} is not a cnnperf pyfunc (no {attr!r}); log it with "
-                                 "src.serve.model.log_pyfunc")
+                                 "src.features.served.log_pyfunc")
     run_id = getattr(pm.metadata, "run_id", None)
     return LoadedModel(uri, py.pipeline, py.meta, py.gpus, run_id, read_conformal(run_id, conformal_path),
                        time.perf_counter() - t0)

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 
 from src.features.engineer import engineer
+from src.features.served import predict_frame
 from src.predict import conformal
 from src.predict.cnn import CnnFeatures
 from src.predict.gpus import GpuSelection
 from src.predict.model import LoadedModel
-from src.serve.model import predict_frame
 
 SPEC_COLUMNS = ["architecture", "compute_capability", "memory_size_gb", "memory_bandwidth_gbs", "tensor_fp16_tflops",
                 "fp32_tflops", "sm_count"]

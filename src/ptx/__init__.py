@@ -4,11 +4,13 @@
     counts = count_launch(module, "vector_add", grid=(4096,), block=(256,), params={"vector_add_param_3": 1 << 20})
 """
 
-from src.ptx.analyzer import AnalysisError, LaunchCounts, UnresolvedBranchError, count_launch
 from src.ptx.cfg import Program, PtxUnsupportedError, build_program, def_use_chains
+from src.ptx.count import LaunchCounts, count_launch
+from src.ptx.errors import AnalysisError, UnresolvedBranchError
 from src.ptx.interp import InterpResult, Interpreter, interpret
 from src.ptx.isa import CLASSES
-from src.ptx.parser import Function, Kernel, PtxModule, PtxSyntaxError, parse_ptx
+from src.ptx.parser import parse_ptx
+from src.ptx.syntax import Function, Kernel, PtxModule, PtxSyntaxError
 
 __all__ = [
     "AnalysisError", "CLASSES", "Function", "InterpResult", "Interpreter", "Kernel", "LaunchCounts", "Program",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from src.ptx.isa import access_bytes, classify
-from src.ptx.parser import (
+from src.ptx.syntax import (
     Addr,
     ArgList,
     Function,

@@ -7,8 +7,10 @@ import json
 import sys
 from pathlib import Path
 
-from src.ptx.analyzer import AnalysisError, UnresolvedBranchError, count_launch
-from src.ptx.parser import PtxSyntaxError, parse_ptx
+from src.ptx.count import count_launch
+from src.ptx.errors import AnalysisError, UnresolvedBranchError
+from src.ptx.parser import parse_ptx
+from src.ptx.syntax import PtxSyntaxError
 
 
 def _dims(text: str) -> tuple[int, ...]:

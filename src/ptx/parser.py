@@ -8,159 +8,27 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass, field
 
 from src.ptx.isa import KNOWN_OPCODES
-
-
-class PtxSyntaxError(ValueError):
-    """Malformed or unsupported PTX, with the 1-based line number and the text of that line."""
-
-    def __init__(self, line_no: int, line_text: str, message: str, source: str = "<string>"):
-        self.line_no = line_no
-        self.line_text = line_text
-        self.message = message
-        self.source = source
-        super().__init__(f"{source}:{line_no}: {message}: {line_text.strip()!r}")
-
-
-# ----------------------------------------------------------------------------------------------- operands
-@dataclass(frozen=True)
-class Reg:
-    name: str  # '%r1', '%tid.x', '%p2'; special registers keep their dotted name
-
-
-@dataclass(frozen=True)
-class Imm:
-    value: int
-
-
-@dataclass(frozen=True)
-class FImm:
-    value: float
-    double: bool
-
-
-@dataclass(frozen=True)
-class Sym:
-    name: str  # label, variable, function or parameter name
-
-
-@dataclass(frozen=True)
-class Addr:
-    base: Reg | Sym | Imm | None
-    offset: int
-
-
-@dataclass(frozen=True)
-class Vec:
-    items: tuple
-
-
-@dataclass(frozen=True)
-class Pair:
-    """`%r10|%p2`: a value and a predicate written by one instruction (shfl.sync, setp with two outputs)."""
-
-    first: Reg
-    second: Reg
-
-
-@dataclass(frozen=True)
-class Sink:
-    """`_` operand: result discarded."""
-
-
-@dataclass(frozen=True)
-class ArgList:
-    """Parenthesised operand list of `call`: (retval0) or (param0, param1)."""
-
-    items: tuple
-
-
-Operand = Reg | Imm | FImm | Sym | Addr | Vec | Pair | Sink | ArgList
-
-
-@dataclass
-class Instruction:
-    opcode: str  # full dotted opcode, e.g. 'ld.global.nc.v4.f32'
-    operands: tuple
-    line: int
-    text: str
-    pred: str | None = None  # guard predicate register
-    pred_neg: bool = False
-
-    @property
-    def base(self) -> str:
-        return self.opcode.split(".", 1)[0]
-
-    @property
-    def mods(self) -> tuple[str, ...]:
-        return tuple(self.opcode.split(".")[1:])
-
-
-@dataclass
-class Variable:
-    name: str
-    space: str  # global, shared, const, local, param
-    vtype: str
-    size: int  # bytes (0 for extern/unsized)
-    align: int = 0
-    init: tuple = ()
-
-
-@dataclass
-class Function:
-    """A .entry (kernel) or .func. Body items: Instruction or label str, in program order."""
-
-    name: str
-    is_entry: bool
-    params: list[tuple[str, str]]  # (name, ptx type) in order
-    returns: list[tuple[str, str]]
-    body: list = field(default_factory=list)  # Instruction | str (label)
-    regs: dict[str, str] = field(default_factory=dict)  # register name -> type
-    reg_ranges: dict[str, tuple[int, str]] = field(default_factory=dict)  # '%r' -> (count, type) of %r<N>
-    local_vars: dict[str, Variable] = field(default_factory=dict)
-    directives: dict[str, tuple[int, ...]] = field(default_factory=dict)  # .reqntid, .maxntid, ...
-    line: int = 0
-    defined: bool = True
-
-    @property
-    def instructions(self) -> list[Instruction]:
-        return [x for x in self.body if isinstance(x, Instruction)]
-
-
-Kernel = Function
-
-
-@dataclass
-class PtxModule:
-    version: str = ""
-    target: tuple[str, ...] = ()
-    address_size: int = 64
-    functions: dict[str, Function] = field(default_factory=dict)
-    variables: dict[str, Variable] = field(default_factory=dict)
-    pragmas: list[str] = field(default_factory=list)
-    source: str = "<string>"
-
-    @property
-    def kernels(self) -> dict[str, Function]:
-        return {n: f for n, f in self.functions.items() if f.is_entry and f.defined}
-
-
-# ---------------------------------------------------------------------------------------------- tokenizer
-_TOKEN_RE = re.compile(
-    r"""
-    (?P<ws>[ \t\r\f\v]+)
-  | (?P<nl>\n)
-  | (?P<str>"(?:[^"\\\n]|\\.)*")
-  | (?P<float>0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16})
-  | (?P<num>0[xX][0-9a-fA-F]+U?|0[bB][01]+U?|[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+U?)
-  | (?P<id>[A-Za-z_$%.][A-Za-z0-9_$%.]*)
-  | (?P<punct>[;,{}\[\]()+\-@!:<>|=*/~&^])
-    """,
-    re.VERBOSE,
+from src.ptx.lexer import Tok, parse_hex_float, parse_int, strip_comments, tokenize
+from src.ptx.syntax import (
+    Addr,
+    ArgList,
+    FImm,
+    Function,
+    Imm,
+    Instruction,
+    Pair,
+    PtxModule,
+    PtxSyntaxError,
+    Reg,
+    Sink,
+    Sym,
+    Variable,
+    Vec,
 )
 
+# ---------------------------------------------------------------------------------------------- grammar
 _TYPES = {
     ".b8", ".b16", ".b32", ".b64", ".b128", ".u8", ".u16", ".u32", ".u64", ".s8", ".s16", ".s32", ".s64",
     ".f16", ".f16x2", ".bf16", ".bf16x2", ".f32", ".f64", ".pred", ".tf32", ".e4m3", ".e5m2",
@@ -172,15 +40,6 @@ _PERF_DIRECTIVES = {
     ".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm", ".maxnreg", ".noreturn", ".pragma",
     ".explicitcluster", ".reqnctapercluster", ".maxclusterrank", ".blocksareclusters",
 }
-
-
-class _Tok:
-    __slots__ = ("kind", "text", "line")
-
-    def __init__(self, kind: str, text: str, line: int):
-        self.kind = kind
-        self.text = text
-        self.line = line
 
 
 def type_size(ptype: str) -> int:
@@ -196,93 +55,34 @@ def type_size(ptype: str) -> int:
     return _TYPE_SIZE.get(m.group(1), int(m.group(1)) // 8 or 1)
 
 
-def _strip_comments(text: str) -> str:
-    """Remove // and /* */ comments, keeping newlines so line numbers stay valid."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            j = i + 1
-            while j < n and text[j] != '"' and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i : j + 1])
-            i = j + 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            seg = text[i : n if j < 0 else j + 2]
-            out.append("\n" * seg.count("\n"))
-            i = n if j < 0 else j + 2
-        else:
-            j = i
-            while j < n and text[j] not in '"/':
-                j += 1
-            if j == i:
-                out.append(c)
-                j = i + 1
-            else:
-                out.append(text[i:j])
-            i = j
-    return "".join(out)
-
-
 class _Parser:
     def __init__(self, text: str, source: str):
         self.source = source
         self.lines = text.split("\n")
-        self.toks = self._tokenize(_strip_comments(text))
+        self.toks = tokenize(strip_comments(text), self.lines, source)
         self.i = 0
         self.module = PtxModule(source=source)
 
     # -- errors / token helpers
-    def error(self, message: str, tok: _Tok | None = None) -> PtxSyntaxError:
+    def error(self, message: str, tok: Tok | None = None) -> PtxSyntaxError:
         if tok is None:
             tok = self.toks[self.i] if self.i < len(self.toks) else (self.toks[-1] if self.toks else None)
         line = tok.line if tok else 1
         text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
         return PtxSyntaxError(line, text, message, self.source)
 
-    def _tokenize(self, text: str) -> list[_Tok]:
-        """Tokens line by line (whitespace skipped by the regex scanner); .loc/.file lines dropped."""
-        toks: list[_Tok] = []
-        append = toks.append
-        finditer = _TOKEN_RE.finditer
-        for line_no, line_text in enumerate(text.split("\n"), start=1):
-            pos = 0
-            first = True
-            for m in finditer(line_text):
-                if m.start() != pos:
-                    break
-                pos = m.end()
-                kind = m.lastgroup
-                if kind == "ws":
-                    continue
-                s = m.group()
-                if first and kind == "id" and s in (".loc", ".file"):
-                    pos = len(line_text)  # debug line directives have no ';' and end at the line end
-                    break
-                first = False
-                append(_Tok(kind, s, line_no))
-            if pos != len(line_text):
-                raw = self.lines[line_no - 1] if line_no <= len(self.lines) else ""
-                raise PtxSyntaxError(line_no, raw, f"unexpected character {line_text[pos]!r}", self.source)
-        return toks
-
-    def peek(self, k: int = 0) -> _Tok | None:
+    def peek(self, k: int = 0) -> Tok | None:
         j = self.i + k
         return self.toks[j] if j < len(self.toks) else None
 
-    def next(self) -> _Tok:
+    def next(self) -> Tok:
         if self.i >= len(self.toks):
             raise self.error("unexpected end of input")
         t = self.toks[self.i]
         self.i += 1
         return t
 
-    def expect(self, text: str) -> _Tok:
+    def expect(self, text: str) -> Tok:
         t = self.next()
         if t.text != text:
             self.i -= 1
@@ -302,7 +102,7 @@ class _Parser:
         if t.kind != "num" or "." in t.text:
             self.i -= 1
             raise self.error(f"expected an integer, found {t.text!r}", t)
-        v = _parse_int(t.text)
+        v = parse_int(t.text)
         return -v if neg else v
 
     def skip_braces(self) -> None:
@@ -663,19 +463,19 @@ class _Parser:
             return Reg("!" + r.text)
         if t.kind == "float":
             self.next()
-            return _parse_hex_float(t.text)
+            return parse_hex_float(t.text)
         if t.kind == "num" or t.text == "-":
             neg = self.accept("-")
             n = self.next()
             if n.kind == "float":
-                f = _parse_hex_float(n.text)
+                f = parse_hex_float(n.text)
                 return FImm(-f.value, f.double) if neg else f
             if n.kind != "num":
                 raise self.error(f"expected a number, found {n.text!r}", n)
             if "." in n.text:
                 v = float(n.text)
                 return FImm(-v if neg else v, True)
-            v = _parse_int(n.text)
+            v = parse_int(n.text)
             return Imm(-v if neg else v)
         if t.kind == "id":
             self.next()
@@ -706,24 +506,6 @@ def _walk(ops):
             yield op.second
         else:
             yield op
-
-
-def _parse_int(s: str) -> int:
-    s = s.rstrip("U")
-    if s[:2] in ("0x", "0X"):
-        return int(s[2:], 16)
-    if s[:2] in ("0b", "0B"):
-        return int(s[2:], 2)
-    if len(s) > 1 and s.startswith("0") and s.isdigit():
-        return int(s, 8)
-    return int(s)
-
-
-def _parse_hex_float(s: str) -> FImm:
-    bits = int(s[2:], 16)
-    if s[1] in "fF":
-        return FImm(struct.unpack("<f", struct.pack("<I", bits))[0], False)
-    return FImm(struct.unpack("<d", struct.pack("<Q", bits))[0], True)
 
 
 def parse_ptx(text: str, source: str = "<string>") -> PtxModule:

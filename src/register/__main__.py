@@ -1,53 +1,48 @@
-"""DVC stage `register`: best DT -> `cnnperf-dt@champion`, best of all five -> `cnnperf-best@champion`.
+"""DVC stage `register`: the reported DT -> `cnnperf-dt@champion`, the reported best -> `cnnperf-best@champion`.
 
-"Best" = lowest validation (cross-validated, training-part) MAPE of the random protocol's study, among runs on
-the current data version; the test split plays no part in the choice. Writes reports/train/registry.json.
+The champion is the reported run: exactly the runs named by the `random` rows of reports/metrics.json (this
+pipeline run's `evaluate` output) are registered, never a search of the store. "Best" = lowest validation
+(cross-validated, training-part) `cv_mape` among those rows; the test split plays no part in the choice.
+Refuses (exit code 1, registry unchanged) a stale or inconsistent metrics file and, unless
+`register.allow_dirty=true`, a dirty working tree or a run trained from one. Writes reports/train/registry.json.
+
+Usage: python -m src.register [register.allow_dirty=true] [register.metrics=reports/metrics.json]
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import hydra
-from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from src.register.registry import best_run, register
-from src.tracking import file_md5, setup
-from src.train.config import REPO_ROOT, register_resolvers
+from src.config import REPO_ROOT, register_resolvers
+from src.register.registry import RegistrationRefused, register_reported
 
 register_resolvers()
 log = logging.getLogger("cnnperf.register")
 
 
-def run_register(c: dict) -> dict:
-    exp_id = setup(c["mlflow"]["tracking_uri"], c["mlflow"]["experiment"], c["mlflow"]["artifact_root"])
-    client = MlflowClient(c["mlflow"]["tracking_uri"])
-    data_version = file_md5(REPO_ROOT / c["data"]["measurements"])
-    target = c["target"]["name"]
-    alias = c["mlflow"]["alias"]
-    out = {
-        "dt": register(client, best_run(client, exp_id, data_version, target, "dt"), c["mlflow"]["dt_model_name"],
-                       alias),
-        "best": register(client, best_run(client, exp_id, data_version, target), c["mlflow"]["best_model_name"],
-                         alias),
-        "data_version": data_version,
-        "tracking_uri": c["mlflow"]["tracking_uri"],
-    }
-    return out
+def run_register(c: dict, root: Path = REPO_ROOT) -> dict:
+    """Check and register (see src.register.registry.register_reported); returns the registry.json content."""
+    return register_reported(c, root)
 
 
 @hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
 def main(cfg: DictConfig) -> None:
     c = OmegaConf.to_container(cfg, resolve=True)
-    out = run_register(c)
+    try:
+        out = run_register(c)
+    except RegistrationRefused as exc:
+        raise SystemExit(f"register refused: {exc}") from None
     path = REPO_ROOT / c["reports_dir"] / "registry.json"
     path.write_text(json.dumps(out, indent=2) + "\n")
     for k in ("dt", "best"):
         r = out[k]
-        log.info("%s v%d (%s, cv MAPE %.2f %%) -> %s", r["name"], r["version"], r["estimator"],
-                 r["validation_cv_mape"], r["uri"])
+        log.info("%s v%d (%s, run %s, cv MAPE %.2f %%, test MAPE %.2f %%) -> %s", r["name"], r["version"],
+                 r["estimator"], r["run_id"], r["validation_cv_mape"], r["test_mape"], r["uri"])
 
 
 if __name__ == "__main__":

@@ -1,41 +1,245 @@
-"""Pick the best runs by validation score and register their pyfunc models with an alias."""
+"""Register the models that `reports/metrics.json` reports, after checking that the file describes them.
+
+The champion is the reported run: the runs registered are exactly those named by the `random` rows of
+reports/metrics.json (written by `python -m src.evaluate` in the same pipeline run), never a search of the store,
+which also holds older pipeline runs, experiments and ablations.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+import math
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import mlflow
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+
+from src.config import REPO_ROOT
+from src.tracking import file_md5, git_commit
 
 log = logging.getLogger("cnnperf.register")
 
-
-def best_run(client: MlflowClient, experiment_id: str, data_version: str, target: str, model: str | None = None):
-    """Lowest validation cv_mape among random-protocol study runs on this data version (and model)."""
-    filt = ["tags.protocol = 'random'", "tags.run_kind = 'study'", f"tags.data_version = '{data_version}'",
-            f"tags.target = '{target}'", "attributes.status = 'FINISHED'"]
-    if model:
-        filt.append(f"tags.model = '{model}'")
-    runs = client.search_runs([experiment_id], " and ".join(filt), order_by=["metrics.cv_mape ASC"],
-                              max_results=50)
-    runs = [r for r in runs if "cv_mape" in r.data.metrics]
-    if not runs:
-        raise LookupError(f"no finished random-protocol runs for model={model or 'any'} on data {data_version}")
-    return runs[0]
+PROTOCOL = "random"  # the protocol whose run holds the served model (fitted on the 70 % training part)
+METRIC_TAGS = ("mape", "r2", "adj_r2")  # per protocol, as `<protocol>.<metric>` model-version tags
+RUN_TAGS = ("git_commit", "git_dirty", "data_version", "dataset_version", "split_fingerprint", "optuna_study")
+_PROTOCOL_TAG = re.compile(r"^[a-z][a-z_]*\.(mape|r2|adj_r2)$")
 
 
-def register(client: MlflowClient, run, name: str, alias: str) -> dict:
-    """Register runs:/<id>/model under `name` (reusing the version if this run is already registered)."""
-    existing = client.search_model_versions(f"name = '{name}' and run_id = '{run.info.run_id}'")
+class RegistrationRefused(RuntimeError):
+    """The registry is left unchanged: the metrics file, the runs or the working tree are not fit to register."""
+
+
+@dataclass
+class Champion:
+    model: str  # estimator key: lr, knn, rf, dt, xgb
+    row: dict  # its `random` row of metrics.json
+    run: object  # mlflow.entities.Run
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def load_metrics(path: Path, rel: str) -> dict:
+    """{protocol: {model: row}} from `path`; refuses a missing file or one without usable `random` rows."""
+    if not path.is_file():
+        raise RegistrationRefused(f"{rel} not found: run `dvc repro` (or `python -m src.evaluate`) first")
+    try:
+        table = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise RegistrationRefused(f"{rel} is not valid JSON: {exc}") from exc
+    rows = table.get(PROTOCOL) if isinstance(table, dict) else None
+    if not rows:
+        raise RegistrationRefused(f"{rel} has no '{PROTOCOL}' protocol rows: nothing to register")
+    for model, row in rows.items():
+        for key in ("run_id", "mape", "cv_mape"):
+            if row.get(key) is None:
+                raise RegistrationRefused(f"{rel}: row {PROTOCOL}/{model} has no '{key}' (written by an older "
+                                          f"src.evaluate?): run dvc repro")
+    return table
+
+
+def check_run(client: MlflowClient, model: str, row: dict, data_version: str, rel: str, data_rel: str):
+    """The run that `row` (metrics.json `random`/`model`) names, after checking that the row describes it."""
+    run_id = row["run_id"]
+    what = f"run {run_id} (row {PROTOCOL}/{model} of {rel})"
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as exc:
+        raise RegistrationRefused(f"{what} does not exist in the tracking store: {rel} comes from another "
+                                  f"store or the run was deleted") from exc
+    if run.info.lifecycle_stage != "active":
+        raise RegistrationRefused(f"{what} is deleted in the tracking store")
+    if run.info.status != "FINISHED":
+        raise RegistrationRefused(f"{what} is {run.info.status}, not FINISHED")
+    tags = run.data.tags
+    for key, want in (("model", model), ("protocol", PROTOCOL)):
+        if tags.get(key) != want:
+            raise RegistrationRefused(f"{what} has tag {key}={tags.get(key)!r}, but the row is for {key} {want!r}")
+    for key in ("mape", "cv_mape"):
+        got, want = run.data.metrics.get(key), float(row[key])
+        if got is None or not math.isclose(got, want, rel_tol=1e-9, abs_tol=0.0):
+            raise RegistrationRefused(f"{what} has metric {key}={got!r}, but {rel} says {key}={want!r}: the file "
+                                      f"does not describe this run")
+    if tags.get("data_version") != data_version:
+        raise RegistrationRefused(f"{what} was trained on data_version {tags.get('data_version')!r}, but the md5 "
+                                  f"of the current {data_rel} is {data_version!r}: {rel} is stale: run dvc repro")
+    return run
+
+
+def choose(table: dict, dt_key: str = "dt") -> tuple[str, str]:
+    """(dt model key, best model key): best = lowest validation `cv_mape` among the `random` rows (ties: first)."""
+    rows = table[PROTOCOL]
+    if dt_key not in rows:
+        raise KeyError(dt_key)
+    best = min(rows, key=lambda m: float(rows[m]["cv_mape"]))
+    return dt_key, best
+
+
+def fmt(x) -> str:
+    return f"{float(x):.4f}"
+
+
+def version_tags(champ: Champion, table: dict, metrics_md5: str) -> dict[str, str]:
+    """Tags of a registered version: provenance of its run, its validation score and its reported metrics."""
+    tags = champ.run.data.tags
+    out = {k: str(tags.get(k) or champ.row.get(k) or "") for k in RUN_TAGS}
+    out.update({"validation_cv_mape": fmt(champ.row["cv_mape"]), "estimator": champ.model,
+                "metrics_json_md5": metrics_md5})
+    for protocol, rows in table.items():
+        row = rows.get(champ.model) if isinstance(rows, dict) else None
+        if not row:
+            continue
+        for k in METRIC_TAGS:
+            if row.get(k) is not None:
+                out[f"{protocol}.{k}"] = fmt(row[k])
+    return out
+
+
+def describe(name: str, alias: str, champ: Champion, tags: dict[str, str]) -> str:
+    head = (f"{name}@{alias}: {champ.model} fitted on the random protocol's training part, run "
+            f"{champ.run.info.run_id}, registered from reports/metrics.json by src.register.")
+    return "\n".join([head, ""] + [f"{k}: {v}" for k, v in sorted(tags.items())])
+
+
+def register_version(client: MlflowClient, champ: Champion, name: str, alias: str, tags: dict[str, str]) -> dict:
+    """Register the run's served model under `name` (reusing the version if already registered), alias it, tag it."""
+    run_id = champ.run.info.run_id
+    existing = client.search_model_versions(f"name = '{name}' and run_id = '{run_id}'")
     if existing:
         version = max(existing, key=lambda v: int(v.version))
+        log.info("%s: run %s is already version %s", name, run_id, version.version)
     else:
-        uri = run.data.tags.get("model_uri") or f"runs:/{run.info.run_id}/model"
+        uri = champ.run.data.tags.get("model_uri") or f"runs:/{run_id}/model"
         version = mlflow.register_model(uri, name)
-    client.set_registered_model_alias(name, alias, str(version.version))
-    client.set_model_version_tag(name, str(version.version), "validation_cv_mape",
-                                 f"{run.data.metrics['cv_mape']:.4f}")
-    client.set_model_version_tag(name, str(version.version), "estimator", run.data.tags.get("model", ""))
-    return {"name": name, "version": int(version.version), "alias": alias, "run_id": run.info.run_id,
-            "estimator": run.data.tags.get("model"), "validation_cv_mape": run.data.metrics["cv_mape"],
-            "test_mape": run.data.metrics.get("mape"), "uri": f"models:/{name}@{alias}"}
+    v = str(version.version)
+    current = client.get_model_version(name, v).tags
+    for k in current:
+        if _PROTOCOL_TAG.match(k) and k not in tags:  # a protocol no longer reported for this model
+            client.delete_model_version_tag(name, v, k)
+    for k, val in tags.items():
+        client.set_model_version_tag(name, v, k, val)
+    client.update_model_version(name, v, description=describe(name, alias, champ, tags))
+    client.set_registered_model_alias(name, alias, v)
+    return {"name": name, "version": int(v), "alias": alias, "uri": f"models:/{name}@{alias}", "run_id": run_id,
+            "estimator": champ.model, "validation_cv_mape": float(champ.row["cv_mape"]),
+            "test_mape": float(champ.row["mape"]), "git_commit": tags["git_commit"],
+            "git_dirty": tags["git_dirty"], "data_version": tags["data_version"],
+            "dataset_version": tags["dataset_version"], "split_fingerprint": tags["split_fingerprint"],
+            "optuna_study": tags["optuna_study"]}
+
+
+def public_tracking_uri(uri: str, root: Path) -> str:
+    """The tracking URI without this machine's paths or credentials (for committed reports)."""
+    parts = urlsplit(uri)
+    if parts.scheme in ("sqlite", "file", ""):
+        # sqlite:////abs/mlflow.db -> /abs/mlflow.db; sqlite:///rel.db -> rel.db; file:///abs -> /abs
+        path = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else parts.path
+        try:
+            rel = Path(path).resolve().relative_to(root.resolve())
+        except ValueError:
+            return f"{parts.scheme or 'file'} store outside the repository (path not recorded)"
+        return f"{parts.scheme or 'file'}:///{rel} (repo-relative)"
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def _commit_known(root: Path, commit: str) -> bool:
+    try:
+        return subprocess.run(["git", "merge-base", "--is-ancestor", commit, "HEAD"], cwd=root,
+                              capture_output=True, timeout=10).returncode == 0
+    except (subprocess.SubprocessError, OSError):
+        return False
+
+
+def register_reported(c: dict, root: Path = REPO_ROOT) -> dict:
+    """Register the `dt` row and the best `random` row of the metrics file; returns the registry.json content.
+
+    `c`: the composed config (keys `mlflow`, `data`, `register`); `root`: the repository whose metrics file, data
+    and git state are checked. Checks everything first, then registers: a refusal leaves the registry unchanged.
+    """
+    reg = c.get("register") or {}
+    allow_dirty = bool(reg.get("allow_dirty", False))
+    metrics_path = root / reg.get("metrics", "reports/metrics.json")
+    rel = _rel(metrics_path, root)
+    data_path = root / c["data"]["measurements"]
+    data_rel = _rel(data_path, root)
+
+    commit, dirty = git_commit(root)
+    if dirty and not allow_dirty:
+        why = ("is not a git repository (or has no commit)" if commit == "none" else
+               "has uncommitted changes to tracked files outside reports/, data/processed/ and dvc.lock "
+               "(see `git status`)")
+        raise RegistrationRefused(f"working tree {root} {why}: commit, rerun `dvc repro` and register again, or pass "
+                                  f"register.allow_dirty=true")
+
+    table = load_metrics(metrics_path, rel)
+    metrics_md5 = file_md5(metrics_path)
+    if not data_path.is_file():
+        raise RegistrationRefused(f"{data_rel} not found: cannot check that {rel} is current: run dvc repro")
+    data_version = file_md5(data_path)
+
+    uri = c["mlflow"]["tracking_uri"]
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    client = MlflowClient(uri, registry_uri=uri)
+    rows = table[PROTOCOL]
+    # Every random row, not only the two registered: the best-of-five choice is only as good as all five rows.
+    runs = {m: check_run(client, m, row, data_version, rel, data_rel) for m, row in rows.items()}
+    try:
+        dt_key, best_key = choose(table)
+    except KeyError as exc:
+        raise RegistrationRefused(f"{rel} has no row {PROTOCOL}/dt: the decision tree was not evaluated") from exc
+
+    targets = [("dt", dt_key, c["mlflow"]["dt_model_name"]), ("best", best_key, c["mlflow"]["best_model_name"])]
+    for _, model, _name in targets:
+        run = runs[model]
+        run_dirty = run.data.tags.get("git_dirty", "missing")
+        if run_dirty != "False" and not allow_dirty:
+            raise RegistrationRefused(
+                f"run {run.info.run_id} (row {PROTOCOL}/{model} of {rel}) was trained from a working tree with "
+                f"uncommitted changes (tag git_dirty={run_dirty}, git_commit={run.data.tags.get('git_commit')}): "
+                f"commit and rerun `dvc repro`, or pass register.allow_dirty=true")
+        run_commit = run.data.tags.get("git_commit", "none")
+        if run_commit != commit and not _commit_known(root, run_commit):
+            log.warning("run %s names git_commit %s, which is not in the history of HEAD %s",
+                        run.info.run_id, run_commit, commit)
+
+    alias = c["mlflow"]["alias"]
+    out: dict = {}
+    for key, model, name in targets:
+        champ = Champion(model, rows[model], runs[model])
+        out[key] = register_version(client, champ, name, alias, version_tags(champ, table, metrics_md5))
+    out.update({"metrics": rel, "metrics_json_md5": metrics_md5, "data_version": data_version,
+                "tracking_uri": public_tracking_uri(uri, root)})
+    return out

@@ -11,7 +11,7 @@ from pathlib import Path
 import mlflow
 from mlflow.tracking import MlflowClient
 
-from src.train.config import REPO_ROOT
+from src.config import REPO_ROOT
 
 
 def file_md5(path: Path) -> str:
@@ -24,23 +24,44 @@ def file_md5(path: Path) -> str:
 
 
 def git_commit(root: Path = REPO_ROOT) -> tuple[str, bool]:
-    """(commit hash or 'none', working tree dirty?) — 'none' before the first commit or outside git."""
+    """(commit hash or 'none', working tree dirty?) — 'none' before the first commit or outside git.
+
+    Dirty = a tracked file under `root` differs from HEAD (staged or not). The pipeline's own outputs do not
+    count, or no `dvc repro` could ever be clean: `reports/`, `data/processed/` and `dvc.lock` (relative to
+    `root`); `data/own/` (our own measurements, an input) does count.
+    Untracked files never count. Renames are split into delete + add (`--no-renames`), so moving a file from
+    `src/` into `reports/` (or back) is dirty. Not a git repository (or git failing) counts as dirty.
+    """
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                                 check=True, timeout=10).stdout.strip()
     except (subprocess.SubprocessError, OSError):
         commit = "none"
     try:
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                                    capture_output=True, text=True, timeout=10).stdout.strip())
+        # --no-optional-locks: do not refresh .git/index while other processes use the repository.
+        status = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain=v1", "-z", "--no-renames",
+                                 "--untracked-files=no", "--ignore-submodules=none", "--", ".",
+                                 ":(exclude)reports", ":(exclude)data/processed", ":(exclude)dvc.lock"],
+                                cwd=root, capture_output=True, text=True, errors="replace", timeout=10)
+        dirty = status.returncode != 0 or bool(status.stdout.strip("\0 \n"))
     except (subprocess.SubprocessError, OSError):
         dirty = True
     return commit, dirty
 
 
+# MLflow 3's experiment-kind tag and the value the UI itself writes when "Machine learning" is chosen as an
+# experiment's type (mlflow/server/js/build: setExperimentTag({key: "mlflow.experimentKind", value: kind});
+# the other kind is "genai_development"). The 3.17 UI takes its landing page (GenAI overview or Runs) from its
+# sidebar "GenAI / Model training" switch instead: docs/mlflow-ui.md.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND_TRAINING = "custom_model_development"
+
+
 def setup(tracking_uri: str, experiment: str, artifact_root: str | None = None) -> str:
     """Point MLflow at the store and make sure the experiment exists; returns its id.
 
+    The experiment is created as a model-training experiment (`EXPERIMENT_KIND_TAG`); an existing one without
+    the tag gets it here, one with a kind chosen by hand keeps it.
     Called once per process before any run starts (creating the SQLite DB here, sequentially, avoids the
     migration race of parallel first writers).
     """
@@ -49,9 +70,12 @@ def setup(tracking_uri: str, experiment: str, artifact_root: str | None = None) 
     client = MlflowClient(tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
-        exp_id = client.create_experiment(experiment, artifact_location=artifact_root)
+        exp_id = client.create_experiment(experiment, artifact_location=artifact_root,
+                                          tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND_TRAINING})
     else:
         exp_id = exp.experiment_id
+        if EXPERIMENT_KIND_TAG not in exp.tags:  # created before the tag: mark it, keep a kind set by hand
+            client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND_TRAINING)
     mlflow.set_experiment(experiment_id=exp_id)
     return exp_id
 

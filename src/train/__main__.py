@@ -1,5 +1,6 @@
-"""`python -m src.train model=<lr|knn|rf|dt|xgb> [overrides]`; `-m model=lr,knn,rf,dt,xgb` sweeps all five;
-`task=e2e` runs the end-to-end batch/iterations time model instead."""
+"""`python -m src.train model=<lr|knn|rf|dt|xgb> [overrides]`; `-m model=lr,knn,rf,dt,xgb` sweeps all five.
+
+(The end-to-end batch/iterations time model sits above training in the flow: `python -m src.e2e`.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from src.train.config import register_resolvers
+from src.config import register_resolvers
 
 register_resolvers()
 log = logging.getLogger("cnnperf.train")
@@ -17,12 +18,6 @@ log = logging.getLogger("cnnperf.train")
 @hydra.main(version_base="1.3", config_path="../../conf", config_name="config")
 def main(cfg: DictConfig) -> float:
     c = OmegaConf.to_container(cfg, resolve=True)
-    if c.get("task", "train") == "e2e":
-        from src.e2e.run import run as run_e2e
-
-        result = run_e2e(c)
-        log.info("e2e done in %.1f s: %s", result["wall_seconds"], c["e2e"]["reports_dir"])
-        return float(result["results"].get("strict", {}).get("largest", {}).get("e2e_mape", 0.0))
     from src.train.run import train
 
     summary = train(c)

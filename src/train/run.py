@@ -1,11 +1,14 @@
 """Train one model under every configured protocol; log to MLflow; write reports/train/<model>/.
 
 Protocol, in short (details in docs/training.md):
-- random: one seeded Optuna study on the 70 % training part (KFold CV on at most sweep.tune_max_rows rows),
-  refit with the best parameters on the whole training part, score once on the 30 % test part.
-- leave_gpu_out / leave_family_out: for each held-out group a small study (sweep.fold_trials, GroupKFold by
-  the same grouping inside the fold's training part, warm-started with the random study's best parameters),
-  refit on the fold's training part, score on the held-out group. Held-out rows never reach tuning or fitting.
+- every protocol is a list of folds (one for `random` and `random_rows`); the unit of every split is a
+  configuration, so rows that differ only by framework release or repeated run never straddle a split;
+- every fold gets the same Optuna budget: a seeded study of the model's `n_trials` trials (the first is the
+  hand-set `warm_start`), cross-validated on at most `sweep.tune_max_rows` rows of the fold's training part,
+  grouped by the protocol's unit (configuration, CNN, GPU or family);
+- the best parameters are refitted on the fold's whole training part and scored once on its held-out part;
+- headline metrics are pooled over all held-out rows (n = rows scored), with the median and worst group beside.
+The `random` protocol's model is the one logged for serving (the reported run is the served run).
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import contextlib
 import json
 import logging
 import time
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import mlflow
@@ -22,35 +24,63 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from src.evaluate import plots
-from src.evaluate.importance import permutation
-from src.evaluate.metrics import all_metrics
-from src.features.dataset import build_dataset
+from src.config import REPO_ROOT
+from src.features.dataset import DatasetError
 from src.features.engineer import input_columns
-from src.serve.model import log_pyfunc, request_columns
 from src.tracking import file_md5, git_commit, outer_run_active, setup, slug
-from src.train.config import REPO_ROOT
-from src.train.estimators import build_model, feature_names, native_importances
-from src.train.protocols import GROUP_COLUMN, cv_splits, family_labels, grouped_folds, iter_protocols, random_split
+from src.train import plots
+from src.train.estimators import feature_names, native_importances
+from src.train.fit import log_served_model, make_model, ptx_columns
+from src.train.importance import permutation
+from src.train.metrics import all_metrics
+from src.train.protocols import (
+    cv_splits,
+    family_labels,
+    fingerprint,
+    group_labels,
+    iter_protocols,
+    outer_folds,
+    twins_across,
+)
 from src.train.protocols import subsample as sub
 from src.train.tuning import create_study, trials_frame, tune
 
 log = logging.getLogger("cnnperf.train")
 METRIC_KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
+# The column whose values name a protocol's per-group table (median / worst group).
+GROUP_TABLE = {"random": "gpu", "random_rows": "gpu", "leave_model_out": "family", "leave_gpu_out": "gpu",
+               "leave_family_out": "family"}
 
 
-def pip_requirements(model_name: str) -> list[str]:
-    """Pinned requirements of the served model (xgboost-cpu named explicitly, see STACK-NOTES)."""
-    pkgs = ["mlflow", "scikit-learn", "pandas", "numpy", "cloudpickle", "scipy"]
-    if model_name == "xgb":
-        pkgs.append("xgboost-cpu")
-    reqs = []
-    for p in pkgs:
-        try:
-            reqs.append(f"{p}=={version(p)}")
-        except PackageNotFoundError:
-            reqs.append(p)
-    return reqs
+def load_dataset(c: dict, root: Path = REPO_ROOT) -> pd.DataFrame:
+    """The `features` stage's table (one source of truth); names what is missing and how to build it."""
+    path = root / c["data"]["dataset"]
+    if not path.exists():
+        raise DatasetError(f"{path}: not found; build it with `python -m src.features` (DVC stage `features`)")
+    df = pd.read_parquet(path)
+    ptx = ptx_columns(c, df)
+    if c["features"].get("use_ptx") and not ptx:
+        raise DatasetError(f"{path}: features.use_ptx=true but the table has no PTX columns; rebuild it with "
+                           f"`python -m src.features features={c['features']['name']}`")
+    need = input_columns(c["features"], ptx) + ["target", "measurement_id", "model_key", "gpu", "family"]
+    missing = [col for col in need if col not in df.columns]
+    if missing:
+        raise DatasetError(f"{path}: missing column(s) {missing} for features={c['features']['name']}; rebuild "
+                           f"it with `python -m src.features features={c['features']['name']}`")
+    return df
+
+
+def group_summary(pred_df: pd.DataFrame, by: str, n_feat: int, min_rows: int) -> tuple[dict, dict]:
+    """Per-group metrics and the median / worst group MAPE over groups with at least `min_rows` rows."""
+    per = {str(g): {**all_metrics(p["measured"], p["predicted"], n_feat), "rows": int(len(p))}
+           for g, p in pred_df.groupby(by)}
+    big = {g: v["mape"] for g, v in per.items() if v["rows"] >= min_rows}
+    if not big:
+        return per, {"group_median_mape": float("nan"), "group_worst_mape": float("nan"), "worst_group": "",
+                     "groups_scored": 0}
+    worst = max(big, key=big.get)
+    return per, {"group_median_mape": float(np.median(list(big.values()))), "group_worst_mape": big[worst],
+                 "worst_group": worst, "groups_scored": len(big)}
 
 
 class Trainer:
@@ -61,9 +91,10 @@ class Trainer:
         self.name = c["model"]["name"]
         self.seed = int(c["seed"])
         self.progress = bool(c.get("progress", True))
-        self.df, self.report, self.ptx = build_dataset(REPO_ROOT, c["data"], c["features"], c["target"], self.seed)
+        self.df = load_dataset(c)
         if len(self.df) < 50:
-            raise ValueError(f"only {len(self.df)} usable rows after filtering: {self.report.as_dict()['filters']}")
+            raise ValueError(f"only {len(self.df)} usable rows in {c['data']['dataset']}")
+        self.ptx = ptx_columns(c, self.df)
         self.cols = input_columns(c["features"], self.ptx)
         self.X = self.df[self.cols]
         self.y = self.df["target"].to_numpy(dtype=float)
@@ -75,187 +106,40 @@ class Trainer:
             "features": c["features"]["name"],
             "target": c["target"]["name"],
             "data_version": file_md5(REPO_ROOT / c["data"]["measurements"]),
+            "dataset_version": file_md5(REPO_ROOT / c["data"]["dataset"]),
             "gpus_version": file_md5(REPO_ROOT / c["data"]["gpus"]),
             "git_commit": commit,
             "git_dirty": str(dirty),
         }
-        gpus = pd.read_parquet(REPO_ROOT / c["data"]["gpus"])
-        self.gpus = gpus[["gpu"] + list(c["features"]["gpu_features"])].dropna().reset_index(drop=True)
-        self.meta = {
-            "numeric_inputs": list(c["features"]["numeric_inputs"]),
-            "categorical_inputs": list(c["features"]["categorical_inputs"]),
-            "open_categorical": list(c["features"].get("open_categorical") or []),
-            "gpu_features": list(c["features"]["gpu_features"]),
-            "ptx_features": list(self.ptx),
-            "input_columns": self.cols,
-            "categories": {k: sorted(self.df[k].astype(str).unique().tolist())
-                           for k in c["features"]["categorical_inputs"]},
-            "output": c["target"]["column"],
-            "unit": c["target"]["unit"],
-            "model": self.name,
-            "features": c["features"]["name"],
-        }
 
     # -- helpers -----------------------------------------------------------------------------------------
     def make_model(self, params: dict):
-        return build_model(self.c["model"], self.c["features"], self.ptx, params, bool(self.c["target"]["log"]))
+        return make_model(self.c, params, self.ptx)
 
     def study_name(self, protocol: str, fold: str | None = None) -> str:
         parts = [self.c["sweep"]["study_prefix"], self.name, protocol, self.c["features"]["name"],
-                 self.c["target"]["name"], self.tags["data_version"][:8]]
-        if fold:
+                 self.c["target"]["name"], self.tags["dataset_version"][:8]]
+        if fold and fold != protocol:
             parts.insert(3, slug(fold))
         return "-".join(parts)
 
+    def budget(self) -> dict:
+        """The tuning budget every study of this model gets, whatever the protocol or fold."""
+        s = self.c["sweep"]
+        return {"n_trials": int(self.c["model"]["n_trials"]), "cv_folds": int(s["cv_folds"]),
+                "tune_max_rows": int(s["tune_max_rows"])}
+
     def base_params(self) -> dict:
-        s = self.c["sweep"]
         return {"estimator": self.c["model"]["estimator"], "features": self.c["features"]["name"],
-                "target": self.c["target"]["name"], "rows": len(self.df), "n_trials": self.c["model"]["n_trials"],
-                "fold_trials": s["fold_trials"], "cv_folds": s["cv_folds"], "tune_max_rows": s["tune_max_rows"],
-                "fold_cv_folds": s["fold_cv_folds"], "fold_tune_max_rows": s["fold_tune_max_rows"],
-                "grouped_warm_start": s["grouped_warm_start"],
-                "seed": self.seed, **{f"fixed_{k}": v for k, v in (self.c["model"].get("fixed") or {}).items()}}
-
-    def log_importances(self, model, X_test: pd.DataFrame, y_test: np.ndarray, prefix: Path, title: str) -> dict:
-        s = self.c["sweep"]
-        perm = permutation(model, X_test, y_test, self.cols, int(s["perm_max_rows"]), int(s["perm_repeats"]),
-                           self.seed)
-        result = {"permutation_mape_pp": perm}
-        mlflow.log_metrics({f"perm_importance/{slug(k)}": v for k, v in perm.items()})
-        plots.importances(perm, "permutation importance: MAPE increase (percentage points)",
-                          f"{title}: permutation importance", prefix.with_name(prefix.name + "_perm.png"))
-        native = native_importances(model, self.name)
-        if native:
-            kind, vals = native
-            result[kind] = vals
-            mlflow.log_metrics({f"{kind}_importance/{slug(k)}": v for k, v in vals.items()})
-            plots.importances(vals, f"{kind} importance", f"{title}: {kind} importance",
-                              prefix.with_name(prefix.name + f"_{kind}.png"))
-        return result
-
-    # -- protocols ---------------------------------------------------------------------------------------
-    def run_random(self) -> dict:
-        c, s = self.c, self.c["sweep"]
-        fold = random_split(self.df, float(c["split"]["random"]["test_size"]), self.seed)
-        art = self.out_dir / "random"
-        art.mkdir(exist_ok=True)
-        with mlflow.start_run(run_name=f"{self.name}/random", nested=outer_run_active() or
-                              mlflow.active_run() is not None) as run:
-            mlflow.set_tags({**self.tags, "protocol": "random", "run_kind": "study"})
-            mlflow.log_params(self.base_params())
-            tune_idx = sub(fold.train, s["tune_max_rows"], self.seed)
-            splits = cv_splits(len(tune_idx), None, int(s["cv_folds"]), self.seed)
-            t0 = time.perf_counter()
-            study = create_study(self.study_name("random"), s["storage"], self.seed)
-            tune(study, c["model"]["search_space"], self.make_model, self.X.iloc[tune_idx], self.y[tune_idx],
-                 splits, int(c["model"]["n_trials"]), bool(c["mlflow"]["log_trials"]), f"{self.name}/random",
-                 progress=self.progress)
-            t_tune = time.perf_counter() - t0
-            best, cv = dict(study.best_params), float(study.best_value)
-            trials_frame(study).to_csv(art / "trials.csv", index=False)
-            t0 = time.perf_counter()
-            model = self.make_model(best).fit(self.X.iloc[fold.train], self.y[fold.train])
-            t_fit = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            pred = model.predict(self.X.iloc[fold.test])
-            t_pred = time.perf_counter() - t0
-            n_feat = len(feature_names(model))
-            m = all_metrics(self.y[fold.test], pred, n_feat)
-            pred_df = self.pred_frame(fold.test, pred)
-            per_gpu = {g: all_metrics(p["measured"], p["predicted"], n_feat) for g, p in pred_df.groupby("gpu")}
-            mlflow.log_params({f"best_{k}": v for k, v in best.items()})
-            mlflow.log_params({"n_model_features": n_feat, "train_rows": len(fold.train),
-                               "test_rows": len(fold.test), "study": study.study_name})
-            mlflow.log_metrics({**{k: v for k, v in m.items()}, "cv_mape": cv, "tune_seconds": t_tune,
-                                "fit_seconds": t_fit, "predict_us_per_row": t_pred / len(fold.test) * 1e6})
-            mlflow.log_metrics({f"gpu_mape/{slug(g)}": v["mape"] for g, v in per_gpu.items()})
-            imps = self.log_importances(model, self.X.iloc[fold.test], self.y[fold.test], art / "importance",
-                                        f"{self.name} random")
-            self.write_common(art, pred_df, imps, f"{self.name} random 70/30")
-            mlflow.log_artifacts(str(art), artifact_path="report")
-            example = self.df.iloc[fold.test[:3]][request_columns(self.meta)].reset_index(drop=True)
-            info = log_pyfunc(model, self.gpus, self.meta, example, pip_requirements(self.name))
-            mlflow.set_tag("model_uri", info.model_uri)
-            return {**m, "cv_mape": cv, "n_features": n_feat, "best_params": best, "run_id": run.info.run_id,
-                    "model_uri": info.model_uri, "per_gpu_mape": {g: v["mape"] for g, v in per_gpu.items()},
-                    "train_rows": len(fold.train), "test_rows": len(fold.test),
-                    "timing_s": {"tune": t_tune, "fit": t_fit, "predict": t_pred}, "importances": imps}
-
-    def run_grouped(self, protocol: str, warm: dict | None) -> dict:
-        c, s = self.c, self.c["sweep"]
-        folds, skipped = grouped_folds(self.df, protocol, c["split"], self.seed)
-        labels = (self.df["gpu"].astype(str) if GROUP_COLUMN[protocol] == "gpu" else family_labels(self.df)).to_numpy()
-        art = self.out_dir / protocol
-        art.mkdir(exist_ok=True)
-        t_start = time.perf_counter()
-        with mlflow.start_run(run_name=f"{self.name}/{protocol}", nested=outer_run_active() or
-                              mlflow.active_run() is not None) as run:
-            mlflow.set_tags({**self.tags, "protocol": protocol, "run_kind": "protocol",
-                             "skipped_groups": json.dumps(skipped)})
-            mlflow.log_params({**self.base_params(), "n_folds": len(folds)})
-            fold_metrics, preds, perm_list, native_list, fold_params = {}, [], [], [], {}
-            for fold in tqdm(folds, desc=f"{self.name} {protocol}", disable=not self.progress):
-                with mlflow.start_run(run_name=f"{self.name}/{protocol}/{fold.name}", nested=True):
-                    mlflow.set_tags({**self.tags, "protocol": protocol, "run_kind": "fold",
-                                     "held_out": json.dumps(fold.held_out)})
-                    tune_idx = sub(fold.train, s["fold_tune_max_rows"], self.seed)
-                    splits = cv_splits(len(tune_idx), labels[tune_idx], int(s["fold_cv_folds"]), self.seed)
-                    study = create_study(self.study_name(protocol, fold.name), s["storage"], self.seed)
-                    tune(study, c["model"]["search_space"], self.make_model, self.X.iloc[tune_idx],
-                         self.y[tune_idx], splits, int(s["fold_trials"]), bool(c["mlflow"]["log_trials"]),
-                         f"{self.name}/{protocol}/{fold.name}", enqueue=warm, progress=False)
-                    best = dict(study.best_params)
-                    model = self.make_model(best).fit(self.X.iloc[fold.train], self.y[fold.train])
-                    pred = model.predict(self.X.iloc[fold.test])
-                    n_feat = len(feature_names(model))
-                    m = all_metrics(self.y[fold.test], pred, n_feat)
-                    mlflow.log_params({f"best_{k}": v for k, v in best.items()})
-                    mlflow.log_params({"train_rows": len(fold.train), "test_rows": len(fold.test)})
-                    mlflow.log_metrics({**m, "cv_mape": float(study.best_value)})
-                    perm_rows = max(200, int(s["perm_max_rows"]) // max(1, len(folds)))
-                    perm_list.append(permutation(model, self.X.iloc[fold.test], self.y[fold.test], self.cols,
-                                                 perm_rows, int(s["perm_repeats"]), self.seed))
-                    nat = native_importances(model, self.name)
-                    if nat:
-                        native_list.append(nat)
-                    fold_metrics[fold.name] = {**m, "held_out": fold.held_out}
-                    fold_params[fold.name] = best
-                    p = self.pred_frame(fold.test, pred)
-                    p["fold"] = fold.name
-                    preds.append(p)
-            pred_df = pd.concat(preds, ignore_index=True)
-            mean = {k: float(np.nanmean([f[k] for f in fold_metrics.values()])) for k in METRIC_KEYS}
-            pooled = all_metrics(pred_df["measured"], pred_df["predicted"], n_feat)
-            mlflow.log_metrics({**mean, **{f"pooled_{k}": v for k, v in pooled.items()}})
-            mlflow.log_metrics({f"group_mape/{slug(g)}": f["mape"] for g, f in fold_metrics.items()})
-            perm = pd.DataFrame(perm_list).mean().to_dict()
-            imps = {"permutation_mape_pp": perm}
-            mlflow.log_metrics({f"perm_importance/{slug(k)}": v for k, v in perm.items()})
-            plots.importances(perm, "permutation importance: MAPE increase (pp), mean over folds",
-                              f"{self.name} {protocol}: permutation", art / "importance_perm.png")
-            if native_list:
-                kind = native_list[0][0]
-                vals = pd.DataFrame([v for _, v in native_list]).mean().to_dict()
-                imps[kind] = vals
-                plots.importances(vals, f"{kind} importance (mean over folds)",
-                                  f"{self.name} {protocol}: {kind}", art / f"importance_{kind}.png")
-            if protocol == "leave_family_out":
-                fam = family_labels(self.df).to_numpy()
-                pred_df["family"] = fam[pred_df["row"].to_numpy()]
-                per_family = {f: all_metrics(p["measured"], p["predicted"], n_feat)["mape"]
-                              for f, p in pred_df.groupby("family")}
-                pd.Series(per_family, name="mape").rename_axis("family").to_csv(art / "per_family_mape.csv")
-            self.write_common(art, pred_df, imps, f"{self.name} {protocol} (pooled held-out predictions)")
-            pd.DataFrame(fold_metrics).T.to_csv(art / "folds.csv")
-            mlflow.log_artifacts(str(art), artifact_path="report")
-            return {**mean, "pooled": pooled, "per_group": fold_metrics, "fold_params": fold_params,
-                    "skipped_groups": skipped, "run_id": run.info.run_id, "n_features": n_feat,
-                    "timing_s": {"total": time.perf_counter() - t_start}, "importances": imps,
-                    "aggregation": "mean over held-out groups; pooled_* over all held-out rows"}
+                "target": self.c["target"]["name"], "rows": len(self.df), **self.budget(), "seed": self.seed,
+                **{f"fixed_{k}": v for k, v in (self.c["model"].get("fixed") or {}).items()}}
 
     def pred_frame(self, idx: np.ndarray, pred: np.ndarray) -> pd.DataFrame:
-        return pd.DataFrame({"row": idx, "measurement_id": self.df["measurement_id"].to_numpy()[idx],
-                             "gpu": self.df["gpu"].to_numpy()[idx], "model": self.df["model"].to_numpy()[idx],
+        d = self.df
+        return pd.DataFrame({"row": idx, "measurement_id": d["measurement_id"].to_numpy()[idx],
+                             "gpu": d["gpu"].to_numpy()[idx], "model": d["model"].to_numpy()[idx],
+                             "model_key": d["model_key"].to_numpy()[idx],
+                             "family": family_labels(d).to_numpy()[idx],
                              "measured": self.y[idx], "predicted": np.asarray(pred, dtype=float)})
 
     def write_common(self, art: Path, pred_df: pd.DataFrame, imps: dict, title: str) -> None:
@@ -265,22 +149,153 @@ class Trainer:
         rows = [{"kind": kind, "feature": f, "importance": v} for kind, vals in imps.items() for f, v in vals.items()]
         pd.DataFrame(rows).to_csv(art / "importances.csv", index=False)
 
+    # -- one fold ----------------------------------------------------------------------------------------
+    def fit_fold(self, protocol: str, fold, labels: np.ndarray | None, warm: dict | None, log_trials: bool,
+                 run_prefix: str) -> tuple:
+        """Tune on the fold's training part only (grouped CV), refit, predict its held-out part."""
+        b = self.budget()
+        tune_idx = sub(fold.train, b["tune_max_rows"], self.seed)
+        splits = cv_splits(len(tune_idx), None if labels is None else labels[tune_idx], b["cv_folds"], self.seed)
+        study = create_study(self.study_name(protocol, fold.name), self.c["sweep"]["storage"], self.seed)
+        t0 = time.perf_counter()
+        tune(study, self.c["model"]["search_space"], self.make_model, self.X.iloc[tune_idx], self.y[tune_idx],
+             splits, b["n_trials"], log_trials, run_prefix, enqueue=warm,
+             progress=self.progress and protocol == "random")
+        t_tune = time.perf_counter() - t0
+        best = dict(study.best_params)
+        t0 = time.perf_counter()
+        model = self.make_model(best).fit(self.X.iloc[fold.train], self.y[fold.train])
+        t_fit = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        pred = model.predict(self.X.iloc[fold.test])
+        t_pred = time.perf_counter() - t0
+        timing = {"tune": t_tune, "fit": t_fit, "predict": t_pred}
+        return study, best, model, pred, timing
+
+    # -- one protocol ------------------------------------------------------------------------------------
+    def run_protocol(self, protocol: str, warm: dict | None) -> dict:
+        c, s = self.c, self.c["sweep"]
+        folds, skipped = outer_folds(self.df, protocol, c["split"], self.seed)
+        # random_rows keeps the old row-level tuning CV too: it exists only to show what twins do to a score.
+        labels = None if protocol == "random_rows" else group_labels(self.df, protocol)
+        single = len(folds) == 1
+        serve = protocol == "random"
+        art = self.out_dir / protocol
+        art.mkdir(exist_ok=True)
+        t_start = time.perf_counter()
+        log_trials = bool(c["mlflow"]["log_trials"])
+        with mlflow.start_run(run_name=f"{self.name}/{protocol}", nested=outer_run_active() or
+                              mlflow.active_run() is not None) as run:
+            study_names = [self.study_name(protocol, f.name) for f in folds]
+            optuna_study = study_names[0] if single else self.study_name(protocol, "*")
+            split_fp = fingerprint(np.concatenate([self.df["measurement_id"].to_numpy()[f.test] for f in folds]))
+            run_tags = {**self.tags, "protocol": protocol, "run_kind": "study" if serve else "protocol",
+                        "split_fingerprint": split_fp, "optuna_study": optuna_study,
+                        "skipped_groups": json.dumps(skipped)}
+            mlflow.set_tags(run_tags)
+            mlflow.log_params({**self.base_params(), "n_folds": len(folds), "protocol": protocol})
+            fold_rows, preds, perm_list, native_list, fold_params, cv_scores = {}, [], [], [], {}, []
+            timing = {"tune": 0.0, "fit": 0.0, "predict": 0.0}
+            model = None
+            for fold in tqdm(folds, desc=f"{self.name} {protocol}", disable=not self.progress or single):
+                ctx = contextlib.nullcontext() if single else mlflow.start_run(
+                    run_name=f"{self.name}/{protocol}/{fold.name}", nested=True)
+                with ctx:
+                    if not single:
+                        mlflow.set_tags({**self.tags, "protocol": protocol, "run_kind": "fold",
+                                         "held_out": json.dumps(fold.held_out[:200])})
+                    prefix = f"{self.name}/{protocol}" + ("" if single else f"/{fold.name}")
+                    study, best, model, pred, t = self.fit_fold(protocol, fold, labels, warm, log_trials, prefix)
+                    for k in timing:
+                        timing[k] += t[k]
+                    n_feat = len(feature_names(model))
+                    m = all_metrics(self.y[fold.test], pred, n_feat)
+                    cv_scores.append(float(study.best_value))
+                    if not single:
+                        mlflow.log_params({f"best_{k}": v for k, v in best.items()})
+                        mlflow.log_params({"train_rows": len(fold.train), "test_rows": len(fold.test)})
+                        mlflow.log_metrics({**m, "cv_mape": float(study.best_value)})
+                    else:
+                        trials_frame(study).to_csv(art / "trials.csv", index=False)
+                    perm_rows = max(200, int(s["perm_max_rows"]) // max(1, len(folds)))
+                    perm_list.append(permutation(model, self.X.iloc[fold.test], self.y[fold.test], self.cols,
+                                                 perm_rows, int(s["perm_repeats"]), self.seed))
+                    nat = native_importances(model, self.name)
+                    if nat:
+                        native_list.append(nat)
+                    fold_rows[fold.name] = {**m, "rows": int(len(fold.test)), "held_out": fold.held_out[:50],
+                                            "held_out_groups": len(fold.held_out),
+                                            "twins_across": twins_across(self.df, fold.train, fold.test)}
+                    fold_params[fold.name] = best
+                    p = self.pred_frame(fold.test, pred)
+                    p["fold"] = fold.name
+                    preds.append(p)
+            pred_df = pd.concat(preds, ignore_index=True)
+            n_feat = len(feature_names(model))
+            pooled = all_metrics(pred_df["measured"], pred_df["predicted"], n_feat)
+            per_group, group_stats = group_summary(pred_df, GROUP_TABLE[protocol], n_feat,
+                                                   int(c["split"]["min_group_rows"]))
+            cv = float(np.mean(cv_scores))
+            mlflow.log_metrics({**pooled, "cv_mape": cv, "test_rows": len(pred_df),
+                                **{k: v for k, v in group_stats.items() if k != "worst_group"},
+                                "tune_seconds": timing["tune"], "fit_seconds": timing["fit"],
+                                "predict_us_per_row": timing["predict"] / max(1, len(pred_df)) * 1e6})
+            mlflow.set_tag("worst_group", group_stats["worst_group"])
+            mlflow.log_metrics({f"group_mape/{slug(g)}": v["mape"] for g, v in per_group.items()})
+            if single:
+                mlflow.log_params({f"best_{k}": v for k, v in fold_params[folds[0].name].items()})
+                mlflow.log_params({"n_model_features": n_feat, "train_rows": len(folds[0].train),
+                                   "test_rows": len(folds[0].test), "study": study_names[0]})
+            imps = self.importances(perm_list, native_list, art, protocol)
+            pd.DataFrame(per_group).T.rename_axis(GROUP_TABLE[protocol]).to_csv(art / "per_group.csv")
+            pd.DataFrame(fold_rows).T.rename_axis("fold").to_csv(art / "folds.csv")
+            split = {"protocol": protocol, "unit": "configuration" if protocol.startswith("random") else
+                     GROUP_TABLE[protocol] if protocol != "leave_model_out" else "model_key",
+                     "fingerprint": split_fp, "held_out_rows": int(len(pred_df)),
+                     "folds": {f.name: sorted(self.df["measurement_id"].to_numpy()[f.test].tolist()) for f in folds}}
+            (art / "split.json").write_text(json.dumps(split, indent=1) + "\n")
+            self.write_common(art, pred_df, imps, f"{self.name} {protocol} (held-out predictions)")
+            mlflow.log_artifacts(str(art), artifact_path="report")
+            result = {**pooled, **group_stats, "cv_mape": cv, "n_features": n_feat, "test_rows": int(len(pred_df)),
+                      "folds": len(folds), "per_group": per_group, "per_fold": fold_rows, "fold_params": fold_params,
+                      "skipped_groups": skipped, "run_id": run.info.run_id, "split_fingerprint": split_fp,
+                      "optuna_study": optuna_study, "budget": self.budget(), "importances": imps,
+                      "timing_s": {**timing, "total": time.perf_counter() - t_start},
+                      "aggregation": "pooled over all held-out rows (n = rows scored); median/worst over groups "
+                                     f"of >= {c['split']['min_group_rows']} rows"}
+            if serve:
+                info = log_served_model(model, c, self.df, folds[0].test, self.name)
+                mlflow.set_tag("model_uri", info.model_uri)
+                result.update({"model_uri": info.model_uri, "best_params": fold_params[folds[0].name],
+                               "train_rows": int(len(folds[0].train))})
+            return result
+
+    def importances(self, perm_list: list, native_list: list, art: Path, protocol: str) -> dict:
+        perm = pd.DataFrame(perm_list).mean().to_dict()
+        imps = {"permutation_mape_pp": perm}
+        mlflow.log_metrics({f"perm_importance/{slug(k)}": v for k, v in perm.items()})
+        plots.importances(perm, "permutation importance: MAPE increase (pp), mean over folds",
+                          f"{self.name} {protocol}: permutation", art / "importance_perm.png")
+        if native_list:
+            kind = native_list[0][0]
+            vals = pd.DataFrame([v for _, v in native_list]).mean().to_dict()
+            imps[kind] = vals
+            mlflow.log_metrics({f"{kind}_importance/{slug(k)}": v for k, v in vals.items()})
+            plots.importances(vals, f"{kind} importance (mean over folds)", f"{self.name} {protocol}: {kind}",
+                              art / f"importance_{kind}.png")
+        return imps
+
     # -- entry -------------------------------------------------------------------------------------------
     def run(self) -> dict:
         t0 = time.perf_counter()
-        results: dict = {}
+        # Every study starts from the model's hand-set warm_start (inside the space; no data seen).
         warm = dict(self.c["model"].get("warm_start") or {}) or None
-        for protocol in iter_protocols(list(self.c["split"]["protocols"])):
-            log.info("%s: protocol %s", self.name, protocol)
-            if protocol == "random":
-                results["random"] = self.run_random()
-                if self.c["sweep"]["grouped_warm_start"] == "random_best":
-                    warm = results["random"]["best_params"]
-            else:
-                results[protocol] = self.run_grouped(protocol, warm)
+        results = {p: self.run_protocol(p, warm) for p in iter_protocols(list(self.c["split"]["protocols"]))}
         summary = {
             "model": self.name, "estimator": self.c["model"]["estimator"], "tags": self.tags,
-            "dataset": self.report.as_dict(), "validation_cv_mape": results.get("random", {}).get("cv_mape"),
+            "dataset": {"path": self.c["data"]["dataset"], "rows": int(len(self.df)),
+                        "md5": self.tags["dataset_version"]},
+            "budget": self.budget(), "validation_cv_mape": results.get("random", {}).get("cv_mape"),
             "protocols": results, "wall_seconds": time.perf_counter() - t0,
         }
         (self.out_dir / "metrics.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")

@@ -15,8 +15,8 @@ import numpy as np
 import optuna
 import pandas as pd
 
-from src.evaluate.metrics import mape
 from src.train.estimators import suggest
+from src.train.metrics import mape
 
 log = logging.getLogger("cnnperf.tuning")
 optuna.logging.set_verbosity(optuna.logging.WARNING)

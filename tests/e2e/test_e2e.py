@@ -79,8 +79,8 @@ def test_run_logs_metrics_and_compares_with_global(real_overrides, tmp_path):
     import mlflow
     from omegaconf import OmegaConf
 
+    from src.config import compose
     from src.e2e.run import run
-    from src.train.config import compose
 
     cfg = OmegaConf.to_container(compose(real_overrides), resolve=True)
     cfg["e2e"] = {"contexts": ["strict"], "protocols": ["largest", "lobo"], "compare_protocols": ["largest"],
@@ -108,8 +108,8 @@ def test_linear_dataclass_vectorises():
 
 def test_iterations_axis_on_real_per_iteration_files():
     """ryujaehun timed every iteration: the total of ~50 iterations follows iters * step from a short profile."""
+    from src.config import REPO_ROOT
     from src.e2e import iterations
-    from src.train.config import REPO_ROOT
 
     mirror = (REPO_ROOT / ".." / "shared" / "data" / "raw").resolve()
     samples = iterations.read_samples(mirror)

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
+from src.config import compose
 from src.features.dataset import DatasetError, build_dataset
-from src.train.config import compose
 from tests.train.tiny import CNNS, GPUS, write_tables
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from src.ingest.models import is_cnn, model_family, model_key
+from src.ingest.models import NON_CNN_FAMILIES, is_cnn, model_family, model_key
 
 
 @pytest.mark.parametrize(
@@ -24,3 +24,125 @@ def test_key_and_family(name, key, family):
 def test_cnn_flag():
     assert is_cnn("resnet") and is_cnn("densenet")
     assert not is_cnn("vit") and not is_cnn("swin")
+
+
+# Every non-CNN family and the category its reason must start with ("<category>: <detail>"). A family added to or
+# dropped from NON_CNN_FAMILIES has to be added or dropped here too, so the list is reviewed on each change.
+EXPECTED_NON_CNN = {
+    "transformer": {
+        "vit", "deit", "swin", "swinv", "beit", "beitv", "cait", "xcit", "eva", "crossvit", "pit", "tnt", "twins",
+        "convit", "coat", "davit", "flexivit", "gcvit", "hiera", "hieradet", "mvitv", "nest", "pvt", "volo",
+        "samvit", "aimv", "naflexvit",
+    },
+    "hybrid": {
+        "levit", "coatnet", "coatnext", "maxvit", "maxxvit", "mobilevit", "mobilevitv", "semobilevit",
+        "efficientformer", "edgenext", "fastvit", "tiny_vit", "visformer", "vitamin", "caformer", "efficientvit",
+        "shvit", "swiftformer", "nextvit", "csatv", "mobilenetv4_hybrid", "mobilenetv5", "botnet", "sebotnet",
+        "halonet", "sehalonet", "halo", "haloregnetz", "lamhalobotnet", "lambda", "bat",
+    },
+    "mlp-mixer": {"mixer", "gmixer", "resmlp", "gmlp"},
+    "rnn": {"sequencer"},
+}
+
+
+def test_non_cnn_families_and_reason_categories():
+    expected = {fam: cat for cat, fams in EXPECTED_NON_CNN.items() for fam in fams}
+    assert set(NON_CNN_FAMILIES) == set(expected)
+    got = {fam: reason.split(":", 1)[0] for fam, reason in NON_CNN_FAMILIES.items()}
+    assert got == expected
+
+
+def test_every_non_cnn_family_has_a_reason():
+    assert isinstance(NON_CNN_FAMILIES, dict)
+    for fam, reason in NON_CNN_FAMILIES.items():
+        assert isinstance(reason, str) and reason.strip(), fam
+        category, _, detail = reason.partition(":")
+        assert category in EXPECTED_NON_CNN and detail.strip(), (fam, reason)
+
+
+# Convolutional architectures (token/spatial mixing by convolution or pooling only), named as in timm's benchmarks.
+CNN_MODELS = [
+    ("tresnet_m", "tresnet"),
+    ("tresnet_v2_l", "tresnet"),
+    ("hgnet_tiny", "hgnet"),
+    ("hgnetv2_b0", "hgnet"),
+    ("repvit_m1", "repvit"),
+    ("fasternet_t0", "fasternet"),
+    ("starnet_s1", "starnet"),
+    ("rdnet_tiny", "rdnet"),
+    ("mambaout_femto", "mambaout"),
+    ("inception_next_tiny", "inception_next"),
+    ("convformer_s18", "convformer"),
+    ("poolformer_s12", "poolformer"),
+    ("poolformerv2_s12", "poolformer"),
+    ("focalnet_tiny_srf", "focalnet"),
+    ("resnet50", "resnet"),
+    ("convnext_tiny", "convnext"),
+    ("mobilenetv4_conv_small", "mobilenet"),
+    ("eca_nfnet_l0", "nfnet"),
+    ("eca_resnet33ts", "resnet"),
+    ("eca_resnext26ts", "resnext"),
+    ("eca_vovnet39b", "vovnet"),
+    ("adv_inception_v3", "inception"),
+    ("ens_adv_inception_resnet_v2", "inception_resnet"),
+    ("test_convnext2", "convnext"),
+    ("test_resnet", "resnet"),
+    ("test_efficientnet_gn", "efficientnet"),
+    ("test_mambaout", "mambaout"),
+    ("gcresnet33ts", "gcresnet"),
+    ("convmixer_768_32", "convmixer"),
+]
+
+# Transformers and conv/attention hybrids that must stay out of the CNN set.
+NON_CNN_MODELS = [
+    ("vit_base_patch16_224", "vit"),
+    ("deit_small_patch16_224", "deit"),
+    ("swin_tiny_patch4_window7_224", "swin"),
+    ("coatnet_0_rw_224", "coatnet"),
+    ("maxvit_tiny_rw_224", "maxvit"),
+    ("maxxvitv2_nano_rw_256", "maxxvit"),
+    ("levit_128", "levit"),
+    ("levit_conv_128", "levit"),
+    ("botnet26t_256", "botnet"),
+    ("halonet26t", "halonet"),
+    ("sehalonet33ts", "sehalonet"),
+    ("eca_botnext26ts_256", "botnet"),
+    ("eca_halonext26ts", "halonet"),
+    ("lambda_resnet26t", "lambda"),
+    ("bat_resnext26ts", "bat"),
+    ("caformer_s18", "caformer"),
+    ("tiny_vit_5m_224", "tiny_vit"),
+    ("nextvit_small", "nextvit"),
+    ("nest_tiny", "nest"),
+    ("jx_nest_tiny", "nest"),
+    ("sam2_hiera_tiny", "hieradet"),
+    ("hieradet_small", "hieradet"),
+    ("semobilevit_s", "semobilevit"),
+    ("mobilenetv4_hybrid_medium", "mobilenetv4_hybrid"),
+    ("mobilenetv5_300m_enc", "mobilenetv5"),
+    ("csatv2", "csatv"),
+    ("test_vit3", "vit"),
+    ("edgenext_small", "edgenext"),
+    ("efficientformerv2_s0", "efficientformer"),
+    ("fastvit_sa12", "fastvit"),
+    ("efficientvit_m0", "efficientvit"),
+    ("shvit_s1", "shvit"),
+    ("swiftformer_xs", "swiftformer"),
+    ("sequencer2d_s", "sequencer"),
+    ("mixer_b16_224", "mixer"),
+    ("gmixer_12_224", "gmixer"),
+    ("resmlp_12_224", "resmlp"),
+    ("gmlp_s16_224", "gmlp"),
+]
+
+
+@pytest.mark.parametrize(("name", "family"), CNN_MODELS)
+def test_convolutional_models_are_cnns(name, family):
+    assert model_family(name) == family
+    assert is_cnn(model_family(name)), f"{name} ({family}) is convolutional but flagged {NON_CNN_FAMILIES[family]!r}"
+
+
+@pytest.mark.parametrize(("name", "family"), NON_CNN_MODELS)
+def test_transformers_and_hybrids_are_not_cnns(name, family):
+    assert model_family(name) == family
+    assert not is_cnn(model_family(name)), f"{name} ({family}) has attention/MLP/RNN mixing but is flagged CNN"

@@ -191,15 +191,15 @@ def test_bit_field_and_lop3_decisions_are_modelled(sel):
 @pytest.fixture
 def batch_spy(monkeypatch):
     """Records whether loop batching (several iterations as extra lanes) was applied."""
-    from src.ptx import analyzer
+    from src.ptx import driver
     applied = []
-    real = analyzer._Runner._try_batch
+    real = driver.Runner._try_batch
 
     def spy(self, *args):
         ok = real(self, *args)
         applied.append(ok)
         return ok
-    monkeypatch.setattr(analyzer._Runner, "_try_batch", spy)
+    monkeypatch.setattr(driver.Runner, "_try_batch", spy)
     return applied
 
 
@@ -226,12 +226,12 @@ def test_batched_tvm_convolution_equals_interpreter(batch_spy, resnet50):
 
 
 def test_batching_does_not_change_counts_at_full_size(batch_spy, resnet50, monkeypatch):
-    from src.ptx import analyzer
+    from src.ptx import fastforward
     module, launches = resnet50
     picks = [x for x in launches if x["kernel"] in ("conv2d6_kernel", "conv2d11_kernel", "conv2d16_kernel")]
     batched = [count_launch(module, x["kernel"], x["grid"], x["block"]).to_dict() for x in picks]
     assert any(batch_spy)
-    monkeypatch.setattr(analyzer, "BATCH_LOOPS", False)
+    monkeypatch.setattr(fastforward, "BATCH_LOOPS", False)
     plain = [count_launch(module, x["kernel"], x["grid"], x["block"]).to_dict() for x in picks]
     for a, b in zip(batched, plain, strict=True):
         for key in ("thread_instructions", "warp_instructions", "predicated_off", "by_class", "bytes_by_space"):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from src.ptx import PtxSyntaxError, parse_ptx
 from src.ptx.cfg import build_program
-from src.ptx.parser import Addr, FImm, Imm, Pair, Reg, Sym, Vec
+from src.ptx.syntax import Addr, FImm, Imm, Pair, Reg, Sym, Vec
 
 from .conftest import O3, PTX_FILES, load
 

@@ -12,7 +12,7 @@ import pytest
 import requests
 from mlflow.exceptions import MlflowException
 
-from src.serve.model import validate_request
+from src.features.served import validate_request
 from tests.train.tiny import trained_store
 
 VALID = {"gpu": "GeForce RTX 4090", "param_count_m": 25.56, "gmacs": 4.11, "activations_m": 11.11,

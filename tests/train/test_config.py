@@ -4,7 +4,7 @@ import optuna
 import pytest
 from omegaconf import OmegaConf
 
-from src.train.config import REPO_ROOT, compose
+from src.config import REPO_ROOT, compose
 from src.train.estimators import build_model, estimator_class, suggest
 
 MODELS = ["lr", "knn", "rf", "dt", "xgb"]
@@ -34,7 +34,7 @@ def test_uris_are_absolute_and_chdir_off(monkeypatch):
     assert c["mlflow"]["tracking_uri"] == f"sqlite:///{REPO_ROOT}/mlflow.db"
     assert c["sweep"]["storage"] == f"sqlite:///{REPO_ROOT}/optuna.db"
     assert c["mlflow"]["artifact_root"] == f"file://{REPO_ROOT}/mlartifacts"
-    assert c["split"]["protocols"] == ["random", "leave_gpu_out", "leave_family_out"]
+    assert c["split"]["protocols"] == ["random", "random_rows", "leave_model_out", "leave_gpu_out", "leave_family_out"]
 
 
 def test_tracking_uri_env_override(monkeypatch):

@@ -3,9 +3,18 @@
 import numpy as np
 from omegaconf import OmegaConf
 
+from src.config import compose
 from src.features.dataset import build_dataset
-from src.train.config import compose
-from src.train.protocols import cv_splits, grouped_folds, random_split
+from src.train.protocols import (
+    PROTOCOLS,
+    config_ids,
+    cv_splits,
+    grouped_folds,
+    outer_folds,
+    random_row_split,
+    random_split,
+    twins_across,
+)
 from tests.train.tiny import write_tables
 
 
@@ -16,11 +25,50 @@ def dataset(tmp):
     return df, c
 
 
-def test_random_is_70_30_and_disjoint(tmp_path):
+def test_random_rows_is_70_30_and_disjoint(tmp_path):
     df, c = dataset(tmp_path)
-    f = random_split(df, 0.3, 42)
+    f = random_row_split(df, 0.3, 42)
     assert len(f.test) == round(0.3 * len(df)) or abs(len(f.test) - 0.3 * len(df)) < 1
     assert not set(f.train) & set(f.test) and len(f.train) + len(f.test) == len(df)
+
+
+def test_random_holds_out_30_percent_of_configurations_whole(tmp_path):
+    df, c = dataset(tmp_path)
+    # Twins: the same configuration measured under a second framework release.
+    twin = df.iloc[:200].copy()
+    twin["framework_version"] = "9.9"
+    twin["measurement_id"] = twin["measurement_id"] + ":twin"
+    df = __import__("pandas").concat([df, twin], ignore_index=True)
+    ids = config_ids(df)
+    assert len(set(ids)) < len(df)
+    f = random_split(df, 0.3, 42)
+    assert not set(f.train) & set(f.test) and len(f.train) + len(f.test) == len(df)
+    assert abs(len(set(ids[f.test])) - 0.3 * len(set(ids))) <= 1
+    assert twins_across(df, f.train, f.test) == 0
+    rows = random_row_split(df, 0.3, 42)
+    assert twins_across(df, rows.train, rows.test) > 0  # the old split does put twins on both sides
+
+
+def test_no_protocol_but_random_rows_splits_a_configuration(tmp_path):
+    df, c = dataset(tmp_path)
+    for protocol in PROTOCOLS:
+        if protocol == "random_rows":
+            continue
+        folds, _ = outer_folds(df, protocol, c["split"], 42)
+        for f in folds:
+            assert twins_across(df, f.train, f.test) == 0, (protocol, f.name)
+
+
+def test_leave_model_out_holds_each_architecture_out_once(tmp_path):
+    df, c = dataset(tmp_path)
+    folds, _ = grouped_folds(df, "leave_model_out", c["split"], 42)
+    assert len(folds) == c["split"]["leave_model_out"]["n_groups"]
+    seen = set()
+    for f in folds:
+        held = set(df["model_key"].iloc[f.test])
+        assert held == set(f.held_out) and not held & set(df["model_key"].iloc[f.train]) and not held & seen
+        seen |= held
+    assert seen == set(df["model_key"])
 
 
 def test_leave_gpu_out_never_trains_or_tunes_on_held_out_gpu(tmp_path):

@@ -1,10 +1,10 @@
-"""src.sweep trains the chosen models in one process and records the sweep's wall time."""
+"""src.train.sweep trains the chosen models in one process and records the sweep's wall time."""
 
 import json
 
 import pytest
 
-from src.sweep import main
+from src.train.sweep import main
 from tests.train.tiny import overrides
 
 

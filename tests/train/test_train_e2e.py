@@ -1,4 +1,4 @@
-"""A small real training run (DT and LR, all three protocols, 2 trials) into a temporary SQLite store."""
+"""A small real training run (DT and LR, all five protocols, 2 trials) into a temporary SQLite store."""
 
 import json
 
@@ -30,7 +30,9 @@ def test_logged_metric_names_and_tags(store):
     assert len(trials) == 2 and all(t.data.tags["run_kind"] == "trial" for t in trials)
     grouped = client.search_runs([exp.experiment_id], "tags.protocol = 'leave_gpu_out' and tags.run_kind = 'protocol'")
     assert len(grouped) == 2
-    assert {"mape", "pooled_mape", "adj_r2"} <= set(grouped[0].data.metrics)
+    # Headline metrics are pooled over all held-out rows, with the median and worst group beside them.
+    assert {"mape", "adj_r2", "group_median_mape", "group_worst_mape"} <= set(grouped[0].data.metrics)
+    assert {"split_fingerprint", "optuna_study", "dataset_version"} <= set(grouped[0].data.tags)
     arts = {a.path for a in client.list_artifacts(run.info.run_id, "report")}
     assert {"report/predicted_vs_measured.png", "report/residuals_per_gpu.png",
             "report/importance_perm.png", "report/importance_impurity.png"} <= arts
@@ -38,7 +40,10 @@ def test_logged_metric_names_and_tags(store):
 
 def test_reports_written(store):
     s = store["summaries"]["dt"]
-    assert set(s["protocols"]) == {"random", "leave_gpu_out", "leave_family_out"}
+    assert set(s["protocols"]) == {"random", "random_rows", "leave_model_out", "leave_gpu_out", "leave_family_out"}
+    assert len({r["budget"]["n_trials"] for r in s["protocols"].values()}) == 1  # one budget for every protocol
+    split = json.loads((store["tmp"] / "reports" / "dt" / "leave_model_out" / "split.json").read_text())
+    assert split["fingerprint"] == s["protocols"]["leave_model_out"]["split_fingerprint"]
     assert len(s["protocols"]["leave_gpu_out"]["per_group"]) == 4
     path = store["tmp"] / "reports" / "dt" / "metrics.json"
     assert json.loads(path.read_text())["protocols"]["random"]["mape"] == pytest.approx(

@@ -91,18 +91,28 @@ def write_tables(folder: Path, seed: int = 0) -> dict[str, str]:
     }
 
 
-def overrides(tmp: Path, n_trials: int = 2, protocols: str = "[random,leave_gpu_out,leave_family_out]") -> list[str]:
+ALL_PROTOCOLS = "[random,random_rows,leave_model_out,leave_gpu_out,leave_family_out]"
+
+
+def overrides(tmp: Path, n_trials: int = 2, protocols: str = ALL_PROTOCOLS) -> list[str]:
     """Hydra overrides for a quick, isolated run: tiny tables, temp MLflow/Optuna stores, few trials."""
+    from omegaconf import OmegaConf
+
+    from src.config import compose
+    from src.features.dataset import write_dataset
+
     data = write_tables(tmp / "data")
     ov = [f"{k}={v}" for k, v in data.items()]
-    return ov + [
+    ov += [
         f"mlflow.tracking_uri=sqlite:///{tmp}/mlflow.db", f"mlflow.artifact_root=file://{tmp}/mlartifacts",
         f"sweep.storage=sqlite:///{tmp}/optuna.db", f"sweep.n_trials={n_trials}", f"sweep.n_trials_slow={n_trials}",
-        "sweep.fold_trials=1", "sweep.fold_cv_folds=2",
         "sweep.cv_folds=2", "sweep.perm_max_rows=200", "sweep.perm_repeats=1", "sweep.n_jobs=1",
         f"reports_dir={tmp}/reports", f"split.protocols={protocols}", "split.leave_family_out.n_groups=3",
+        "split.leave_model_out.n_groups=3",
         "progress=false",
     ]
+    write_dataset(OmegaConf.to_container(compose(ov), resolve=True))  # the `features` stage: train reads its table
+    return ov
 
 
 _TRAINED: dict = {}
@@ -118,8 +128,8 @@ def trained_store(base: Path, models: tuple[str, ...] = ("dt", "lr")) -> dict:
         return _TRAINED[key]
     from omegaconf import OmegaConf
 
+    from src.config import compose
     from src.register.__main__ import run_register
-    from src.train.config import compose
     from src.train.run import train
 
     ov = overrides(base)
@@ -127,6 +137,14 @@ def trained_store(base: Path, models: tuple[str, ...] = ("dt", "lr")) -> dict:
     for m in models:
         c = OmegaConf.to_container(compose(ov + [f"model={m}"]), resolve=True)
         summaries[m] = train(c)
-    c = OmegaConf.to_container(compose(ov), resolve=True)
+    # The evaluate stage's metrics.json names the runs register registers (the champion is the reported run).
+    import json
+
+    from src.evaluate.__main__ import collect
+
+    table, _ = collect(base / "reports", models)
+    (base / "metrics.json").write_text(json.dumps(table))
+    c = OmegaConf.to_container(compose(ov + [f"register.metrics={base / 'metrics.json'}", "register.allow_dirty=true"]),
+                               resolve=True)
     _TRAINED[key] = {"tmp": base, "cfg": c, "summaries": summaries, "registry": run_register(c)}
     return _TRAINED[key]

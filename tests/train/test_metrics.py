@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from src.evaluate.metrics import adjusted_r2, all_metrics, mape, median_ape, r2, within
+from src.train.metrics import adjusted_r2, all_metrics, mape, median_ape, r2, within
 
 
 def test_mape_and_median_by_hand():

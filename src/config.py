@@ -1,4 +1,7 @@
-"""Hydra/OmegaConf helpers shared by every entry point: the `${repo:}` resolver and config composition."""
+"""Shared settings at the bottom of the flow: the repo root, the `${repo:}` resolver and config composition.
+
+Imports nothing of ours, so every layer (ingest to serve) may use it without reaching up into `src.train`.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO_ROOT / "conf"
 
 
@@ -23,7 +26,7 @@ def compose(overrides: list[str] | None = None):
     from hydra.core.global_hydra import GlobalHydra
 
     register_resolvers()
-    if GlobalHydra.instance().is_initialized():  # inside a @hydra.main app (e.g. `src.train task=e2e`): same conf/
+    if GlobalHydra.instance().is_initialized():  # inside a @hydra.main app: same conf/
         return hcompose(config_name="config", overrides=list(overrides or []))
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return hcompose(config_name="config", overrides=list(overrides or []))

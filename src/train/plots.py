@@ -76,3 +76,20 @@ def metric_table(metrics: dict, path: Path, metric: str = "mape") -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def group_errors(groups: pd.DataFrame, path: Path) -> Path:
+    """Held-out MAPE per GPU and per family for each model: where the predictor transfers and where not."""
+    panels = [p for p in ("leave_gpu_out", "leave_family_out") if p in set(groups["protocol"])]
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(8 * max(1, len(panels)), 9), squeeze=False)
+    for ax, protocol in zip(axes[0], panels, strict=False):
+        t = groups[groups["protocol"].eq(protocol)].pivot_table(index="group", columns="estimator", values="mape")
+        t = t.loc[t.mean(axis=1).sort_values().index]
+        t.plot.barh(ax=ax, width=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("held-out MAPE % (log)")
+        ax.set_title(f"{protocol}: MAPE per held-out group")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -1,4 +1,4 @@
-"""`python -m src.sweep [hydra overrides]`: train all five models in one process and time the whole sweep.
+"""`python -m src.train.sweep [hydra overrides]`: train all five models in one process and time the whole sweep.
 
 Same as `python -m src.train -m model=lr,knn,rf,dt,xgb`, plus the sweep's wall time in
 reports/train/sweep.json and an MLflow run `sweep` (metric sweep_wall_seconds). Add `models=[dt,xgb]`-style
@@ -15,7 +15,7 @@ import time
 import mlflow
 from omegaconf import OmegaConf
 
-from src.train.config import REPO_ROOT, compose
+from src.config import REPO_ROOT, compose
 
 MODELS = ["lr", "knn", "rf", "dt", "xgb"]
 log = logging.getLogger("cnnperf.sweep")

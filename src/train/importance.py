@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 from sklearn.inspection import permutation_importance
 
-from src.evaluate.metrics import mape
+from src.train.metrics import mape
 
 
 def neg_mape_scorer(estimator, X, y) -> float:

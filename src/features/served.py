@@ -140,7 +140,7 @@ def log_pyfunc(pipeline, gpus: pd.DataFrame, meta: dict, example: pd.DataFrame, 
     """Log the pyfunc (pipeline + GPU table + metadata + the code it needs) to the active MLflow run."""
     import mlflow
 
-    from src.train.config import REPO_ROOT
+    from src.config import REPO_ROOT
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -149,8 +149,9 @@ def log_pyfunc(pipeline, gpus: pd.DataFrame, meta: dict, example: pd.DataFrame, 
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         code = tmp / "code" / "src"
         code.mkdir(parents=True)
-        shutil.copy(REPO_ROOT / "src" / "__init__.py", code / "__init__.py")
-        for pkg in ("features", "serve"):
+        for module in ("__init__.py", "config.py"):
+            shutil.copy(REPO_ROOT / "src" / module, code / module)
+        for pkg in ("features",):
             shutil.copytree(REPO_ROOT / "src" / pkg, code / pkg, ignore=shutil.ignore_patterns("__pycache__"))
         return mlflow.pyfunc.log_model(
             name=name,

@@ -1,0 +1,119 @@
+"""PTX lexer: comment stripping, tokens with line numbers, integer and hex-float literals.
+
+Comments are removed first (keeping newlines, so token line numbers are those of the file); `.loc` and
+`.file` debug lines are dropped here because they end at the line end instead of a ';'.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+
+from src.ptx.syntax import FImm, PtxSyntaxError
+
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<ws>[ \t\r\f\v]+)
+  | (?P<nl>\n)
+  | (?P<str>"(?:[^"\\\n]|\\.)*")
+  | (?P<float>0[fF][0-9a-fA-F]{8}|0[dD][0-9a-fA-F]{16})
+  | (?P<num>0[xX][0-9a-fA-F]+U?|0[bB][01]+U?|[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+U?)
+  | (?P<id>[A-Za-z_$%.][A-Za-z0-9_$%.]*)
+  | (?P<punct>[;,{}\[\]()+\-@!:<>|=*/~&^])
+    """,
+    re.VERBOSE,
+)
+
+
+class Tok:
+    """One token: kind (a group of the token regex), text, 1-based line number."""
+
+    __slots__ = ("kind", "text", "line")
+
+    def __init__(self, kind: str, text: str, line: int):
+        self.kind = kind
+        self.text = text
+        self.line = line
+
+
+def strip_comments(text: str) -> str:
+    """Remove // and /* */ comments, keeping newlines so line numbers stay valid."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"' and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i : j + 1])
+            i = j + 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            seg = text[i : n if j < 0 else j + 2]
+            out.append("\n" * seg.count("\n"))
+            i = n if j < 0 else j + 2
+        else:
+            j = i
+            while j < n and text[j] not in '"/':
+                j += 1
+            if j == i:
+                out.append(c)
+                j = i + 1
+            else:
+                out.append(text[i:j])
+            i = j
+    return "".join(out)
+
+
+def tokenize(text: str, lines: list[str], source: str) -> list[Tok]:
+    """Tokens line by line (whitespace skipped by the regex scanner); .loc/.file lines dropped.
+
+    text is the PTX without comments (strip_comments); lines are the original lines, quoted in errors.
+    """
+    toks: list[Tok] = []
+    append = toks.append
+    finditer = _TOKEN_RE.finditer
+    for line_no, line_text in enumerate(text.split("\n"), start=1):
+        pos = 0
+        first = True
+        for m in finditer(line_text):
+            if m.start() != pos:
+                break
+            pos = m.end()
+            kind = m.lastgroup
+            if kind == "ws":
+                continue
+            s = m.group()
+            if first and kind == "id" and s in (".loc", ".file"):
+                pos = len(line_text)  # debug line directives have no ';' and end at the line end
+                break
+            first = False
+            append(Tok(kind, s, line_no))
+        if pos != len(line_text):
+            raw = lines[line_no - 1] if line_no <= len(lines) else ""
+            raise PtxSyntaxError(line_no, raw, f"unexpected character {line_text[pos]!r}", source)
+    return toks
+
+
+def parse_int(s: str) -> int:
+    """Integer literal: decimal, 0x hex, 0b binary or leading-0 octal, with an optional U suffix."""
+    s = s.rstrip("U")
+    if s[:2] in ("0x", "0X"):
+        return int(s[2:], 16)
+    if s[:2] in ("0b", "0B"):
+        return int(s[2:], 2)
+    if len(s) > 1 and s.startswith("0") and s.isdigit():
+        return int(s, 8)
+    return int(s)
+
+
+def parse_hex_float(s: str) -> FImm:
+    """0fXXXXXXXX (f32) or 0dXXXXXXXXXXXXXXXX (f64) literal: the float with those IEEE bits."""
+    bits = int(s[2:], 16)
+    if s[1] in "fF":
+        return FImm(struct.unpack("<f", struct.pack("<I", bits))[0], False)
+    return FImm(struct.unpack("<d", struct.pack("<Q", bits))[0], True)

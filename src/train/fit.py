@@ -1,0 +1,102 @@
+"""The one way any layer fits and packages a model: config in, fitted Pipeline (and its served pyfunc) out.
+
+`python -m src.train`, the GPU-ranking hold-out fits (`src.predict`) and the end-to-end comparison (`src.e2e`)
+all fit through these functions, so a model fitted anywhere in the project is built from the same
+`conf/model/<name>.yaml`, feature set and target transform.
+"""
+
+from __future__ import annotations
+
+import warnings
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from omegaconf import OmegaConf
+
+from src.config import REPO_ROOT, compose
+from src.features.engineer import input_columns
+from src.features.served import log_pyfunc, request_columns
+from src.train.estimators import build_model
+
+
+def pip_requirements(model_name: str) -> list[str]:
+    """Pinned requirements of the served model (xgboost-cpu named explicitly, see STACK-NOTES)."""
+    pkgs = ["mlflow", "scikit-learn", "pandas", "numpy", "cloudpickle", "scipy"]
+    if model_name == "xgb":
+        pkgs.append("xgboost-cpu")
+    reqs = []
+    for p in pkgs:
+        try:
+            reqs.append(f"{p}=={version(p)}")
+        except PackageNotFoundError:
+            reqs.append(p)
+    return reqs
+
+
+def model_config(c: dict, model: str | None = None) -> dict:
+    """The `model` section of the config, or that of another model group (conf/model/<model>.yaml)."""
+    if model is None or model == c["model"]["name"]:
+        return c["model"]
+    return OmegaConf.to_container(compose([f"model={model}", f"seed={c['seed']}"]), resolve=True)["model"]
+
+
+def ptx_columns(c: dict, df: pd.DataFrame) -> list[str]:
+    """PTX count columns of the dataset when the feature set uses them."""
+    if not c["features"].get("use_ptx"):
+        return []
+    return [col for col in df.columns if col.startswith(c["features"]["ptx_prefix"])]
+
+
+def make_model(c: dict, params: dict | None = None, ptx: list[str] | None = None, model: str | None = None):
+    """Unfitted Pipeline + estimator; params default to the model's hand-set `warm_start` (no data seen)."""
+    mcfg = model_config(c, model)
+    chosen = dict(mcfg.get("warm_start") or {}) if params is None else dict(params)
+    return build_model(mcfg, c["features"], list(ptx or []), chosen, bool(c["target"]["log"]))
+
+
+def fit_model(c: dict, df: pd.DataFrame, rows: np.ndarray | None = None, params: dict | None = None,
+              model: str | None = None):
+    """Fit on `rows` of a dataset table (all rows by default) with `params` (default: warm_start)."""
+    ptx = ptx_columns(c, df)
+    X = df[input_columns(c["features"], ptx)]
+    y = df["target"].to_numpy(dtype=float)
+    idx = np.arange(len(df)) if rows is None else np.asarray(rows)
+    est = make_model(c, params, ptx, model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return est.fit(X.iloc[idx], y[idx])
+
+
+def gpu_table(c: dict, root: Path = REPO_ROOT) -> pd.DataFrame:
+    """The GPU spec table the served model carries (users name a GPU; the model looks its specs up)."""
+    gpus = pd.read_parquet(root / c["data"]["gpus"])
+    return gpus[["gpu"] + list(c["features"]["gpu_features"])].dropna().reset_index(drop=True)
+
+
+def served_metadata(c: dict, df: pd.DataFrame, ptx: list[str], model: str, **extra) -> dict:
+    """What the served model needs to validate requests and build its inputs."""
+    f = c["features"]
+    return {
+        "numeric_inputs": list(f["numeric_inputs"]),
+        "categorical_inputs": list(f["categorical_inputs"]),
+        "open_categorical": list(f.get("open_categorical") or []),
+        "gpu_features": list(f["gpu_features"]),
+        "ptx_features": list(ptx),
+        "input_columns": input_columns(f, ptx),
+        "categories": {k: sorted(df[k].astype(str).unique().tolist()) for k in f["categorical_inputs"]},
+        "output": c["target"]["column"],
+        "unit": c["target"]["unit"],
+        "model": model,
+        "features": f["name"],
+        **extra,
+    }
+
+
+def log_served_model(fitted, c: dict, df: pd.DataFrame, example_rows: np.ndarray, model: str, **extra):
+    """Log the fitted Pipeline as the served pyfunc to the active MLflow run; returns the ModelInfo."""
+    ptx = ptx_columns(c, df)
+    meta = served_metadata(c, df, ptx, model, **extra)
+    example = df.iloc[np.asarray(example_rows)[:3]][request_columns(meta)].reset_index(drop=True)
+    return log_pyfunc(fitted, gpu_table(c), meta, example, pip_requirements(model))
