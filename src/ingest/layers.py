@@ -29,20 +29,26 @@ INPUT_COLUMNS = [
     "library", "op", "precision", "n", "c", "h", "w", "k", "r", "s", "stride_h", "stride_w", "pad_h", "pad_w",
     "dilation_h", "dilation_w", "groups", "latency_ms", "kernel", "grid", "block",
 ]
-INT_COLUMNS = ["n", "c", "h", "w", "k", "r", "s", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h",
-               "dilation_w", "groups"]
-# Filled by `complete`.
+INT_COLUMNS = ["n", "c", "h", "w", "k", "r", "s", "stride_h", "stride_w", "pad_h", "pad_w", "pad_h_end",
+               "pad_w_end", "dilation_h", "dilation_w", "groups"]
+# Optional (a parser may leave them out): end-side padding where it differs from the begin side (TensorFlow
+# SAME puts the odd pixel at the bottom/right; default = pad_h / pad_w), what ran fused after the conv in the timed
+# call ('', 'bias', 'relu', 'bias+relu', ...), and a free-text note (e.g. the shape was padded for int8).
+OPTIONAL_COLUMNS = {"pad_h_end": None, "pad_w_end": None, "epilogue": "", "note": ""}
+# Filled by `validate_layers`.
 DERIVED_COLUMNS = ["out_h", "out_w", "flops", "bytes_in", "bytes_weight", "bytes_out", "bytes_total"]
-LAYER_COLUMNS = INPUT_COLUMNS + DERIVED_COLUMNS
+LAYER_COLUMNS = INPUT_COLUMNS + list(OPTIONAL_COLUMNS) + DERIVED_COLUMNS
 # What makes two rows the same measurement (duplicates across files of one source are quarantined).
 SHAPE_KEY = ["source", "gpu", "framework", "op", "precision", "n", "c", "h", "w", "k", "r", "s", "stride_h",
-             "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "groups"]
+             "stride_w", "pad_h", "pad_w", "pad_h_end", "pad_w_end", "dilation_h", "dilation_w", "groups",
+             "epilogue"]
 
 
 def output_size(size: np.ndarray, kernel: np.ndarray, stride: np.ndarray, pad: np.ndarray,
-                dilation: np.ndarray) -> np.ndarray:
-    """Spatial output size of a convolution (floor mode), vectorised."""
-    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+                dilation: np.ndarray, pad_end: np.ndarray | None = None) -> np.ndarray:
+    """Spatial output size of a convolution (floor mode; padding `pad` before and `pad_end` after), vectorised."""
+    pad_end = pad if pad_end is None else pad_end
+    return (size + pad + pad_end - dilation * (kernel - 1) - 1) // stride + 1
 
 
 def conv_cost(df: pd.DataFrame) -> pd.DataFrame:
@@ -54,8 +60,8 @@ def conv_cost(df: pd.DataFrame) -> pd.DataFrame:
     traffic of an ideal kernel).
     """
     v = {c: df[c].to_numpy(dtype=np.int64) for c in INT_COLUMNS}
-    p = output_size(v["h"], v["r"], v["stride_h"], v["pad_h"], v["dilation_h"])
-    q = output_size(v["w"], v["s"], v["stride_w"], v["pad_w"], v["dilation_w"])
+    p = output_size(v["h"], v["r"], v["stride_h"], v["pad_h"], v["dilation_h"], v["pad_h_end"])
+    q = output_size(v["w"], v["s"], v["stride_w"], v["pad_w"], v["dilation_w"], v["pad_w_end"])
     cpg = v["c"] // np.maximum(v["groups"], 1)
     bpe = df["precision"].map(BYTES_PER_ELEMENT).to_numpy(dtype=float)
     out = pd.DataFrame(index=df.index)
@@ -84,11 +90,13 @@ def problems(df: pd.DataFrame) -> pd.Series:
     flag((ints != np.floor(ints)).any(axis=1), "a shape field is not a whole number")
     positive = ["n", "c", "h", "w", "k", "r", "s", "stride_h", "stride_w", "dilation_h", "dilation_w", "groups"]
     flag((ints[positive] <= 0).any(axis=1), "a size, stride, dilation or group count is not > 0")
-    flag((ints[["pad_h", "pad_w"]] < 0).any(axis=1), "negative padding")
+    flag((ints[["pad_h", "pad_w", "pad_h_end", "pad_w_end"]] < 0).any(axis=1), "negative padding")
     groups = ints["groups"].clip(lower=1)
     flag((ints["c"] % groups != 0) | (ints["k"] % groups != 0), "channels not divisible by groups")
-    p = output_size(ints["h"], ints["r"], ints["stride_h"].clip(lower=1), ints["pad_h"], ints["dilation_h"])
-    q = output_size(ints["w"], ints["s"], ints["stride_w"].clip(lower=1), ints["pad_w"], ints["dilation_w"])
+    p = output_size(ints["h"], ints["r"], ints["stride_h"].clip(lower=1), ints["pad_h"], ints["dilation_h"],
+                    ints["pad_h_end"])
+    q = output_size(ints["w"], ints["s"], ints["stride_w"].clip(lower=1), ints["pad_w"], ints["dilation_w"],
+                    ints["pad_w_end"])
     flag((p <= 0) | (q <= 0), "filter larger than the padded input (no output)")
     lat = pd.to_numeric(df["latency_ms"], errors="coerce")
     flag(lat.isna() | ~np.isfinite(lat) | (lat <= 0), "latency_ms missing, not a number or not > 0")
@@ -98,9 +106,18 @@ def problems(df: pd.DataFrame) -> pd.Series:
 
 def validate_layers(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Rows -> (typed table with derived columns, quarantine records for bad values and duplicates)."""
-    frame = pd.DataFrame(rows, columns=INPUT_COLUMNS)
+    frame = pd.DataFrame(rows)
+    missing = [c for c in INPUT_COLUMNS if c not in frame.columns]
+    if rows and missing:
+        raise KeyError(f"layer rows lack column(s) {missing} (a parser bug: see layers.INPUT_COLUMNS)")
     if frame.empty:
         return pd.DataFrame(columns=LAYER_COLUMNS), []
+    for col, default in OPTIONAL_COLUMNS.items():
+        if col not in frame.columns:
+            frame[col] = default
+    frame["pad_h_end"] = frame["pad_h_end"].where(frame["pad_h_end"].notna(), frame["pad_h"])
+    frame["pad_w_end"] = frame["pad_w_end"].where(frame["pad_w_end"].notna(), frame["pad_w"])
+    frame = frame[INPUT_COLUMNS + list(OPTIONAL_COLUMNS)]
     bad = problems(frame)
     quarantine = [quarantined(r["source"], r["source_file"], r["layer_id"], why, r)
                   for r, why in zip(frame.to_dict("records"), bad, strict=True) if why]
@@ -108,7 +125,8 @@ def validate_layers(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[dict
     for col in INT_COLUMNS:
         good[col] = pd.to_numeric(good[col]).astype("int64")
     good["latency_ms"] = pd.to_numeric(good["latency_ms"]).astype(float)
-    for col in ("kernel", "grid", "block", "library", "framework_version", "device_raw", "upstream_commit"):
+    for col in ("kernel", "grid", "block", "library", "framework_version", "device_raw", "upstream_commit",
+                "epilogue", "note"):
         good[col] = good[col].fillna("").astype(str)
     dup = good.duplicated(SHAPE_KEY + ["latency_ms"], keep="first")
     quarantine += [quarantined(r["source"], r["source_file"], r["layer_id"],
