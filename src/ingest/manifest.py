@@ -26,6 +26,10 @@ REPOS = {
     "ryujaehun-pytorch-gpu-benchmark": "ryujaehun/pytorch-gpu-benchmark",
     "nicklhy-DLInfBench": "nicklhy/DLInfBench",
     "lambda-tensorflow-benchmark": "LambdaColdStorage/lambda-tensorflow-benchmark",
+    # Single-layer conv timings (src/ingest/layers.py).
+    "sitar-lab-NeuSight": "sitar-lab/NeuSight",
+    "baidu-research-DeepBench": "baidu-research/DeepBench",
+    "CDECatapult-ml-performance-prediction": "CDECatapult/ml-performance-prediction",
 }
 TIMM_HEAD = "aa4b5850c1543fa488abf260f18390eda46cf85d"
 COMMITS = {
@@ -36,6 +40,9 @@ COMMITS = {
     ("lambda-tensorflow-benchmark", ""): "e086e0e7d88a19991642d0774793693d4b7cbe46",
     ("lambda-tensorflow-benchmark", "history_64f866ce"): "64f866ce093a97d926d9011431b29a97fa5c88c1",
     ("lambda-tensorflow-benchmark", "history_6595db3e"): "6595db3eb8b2a840924cb370ae60d610d8128f26",
+    ("sitar-lab-NeuSight", ""): "6945927d9afcca2b9daf021f8395e53edc5b4eef",
+    ("baidu-research-DeepBench", ""): "da81ba7820739e2e506dc27f382d15be5479f98f",
+    ("CDECatapult-ml-performance-prediction", ""): "e649f32d354d8246411b6adafdc65b46811dd111",
 }
 
 
@@ -96,9 +103,12 @@ def upstream_of(rel: str, timm_commits: dict[str, str]) -> tuple[str, str]:
 
 
 def build_manifest(mirror: Path, out: Path = MANIFEST_PATH) -> int:
-    """Hash every mirror file and write the manifest; returns the number of files."""
+    """Hash every mirror file of the sources the ingest reads (REPOS) and write the manifest; returns the count.
+
+    Source folders that appear in the mirror before their parser lands are left out until they are added to REPOS.
+    """
     timm_commits = _timm_commits(mirror)
-    files = sorted(p for p in mirror.rglob("*") if p.is_file())
+    files = sorted(p for p in mirror.rglob("*") if p.is_file() and p.relative_to(mirror).parts[0] in REPOS)
     with open(out, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(["path", "sha256", "size", "commit", "url"])

