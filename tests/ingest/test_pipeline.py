@@ -74,7 +74,7 @@ def test_written_outputs(ingested, tmp_path):
     assert len(back) == info["rows"]
     noise = json.loads((tmp_path / "reports" / "noise_floor.json").read_text())
     assert 1 < noise["noise_floor_mape_pct"] < 10
-    assert (tmp_path / "reports" / "rows_per_source_gpu.csv").read_text().startswith("source,gpu,mode,rows")
+    assert (tmp_path / "reports" / "rows_per_source_gpu.csv").read_text().startswith("level,source,gpu,mode,rows")
 
 
 @pytest.mark.slow
