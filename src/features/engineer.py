@@ -16,7 +16,8 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 # Bytes per tensor element by precision. Mixed precision (amp_*) computes and stores activations in 16 bit.
-BYTES_PER_ELEMENT = {"fp32": 4.0, "fp64": 8.0, "fp16": 2.0, "bf16": 2.0, "amp_fp16": 2.0, "amp_bf16": 2.0}
+BYTES_PER_ELEMENT = {"fp32": 4.0, "fp64": 8.0, "fp16": 2.0, "bf16": 2.0, "amp_fp16": 2.0, "amp_bf16": 2.0,
+                     "int8": 1.0}
 HALF_PRECISIONS = {"fp16", "bf16", "amp_fp16", "amp_bf16"}
 # Counts that may be zero get log1p instead of log.
 LOG1P_COLUMNS = {"tensor_cores"}
@@ -59,13 +60,27 @@ def release_features(framework: np.ndarray, release: np.ndarray) -> dict[str, np
     return {"framework_release": release, "tf32_conv_default": (release >= since).astype(float)}
 
 
+def int8_tops(gpu: pd.DataFrame) -> pd.Series:
+    """Dense int8 peak (TOP/s): tensor cores from Turing (cc 7.5) at 2x their fp16 rate; dp4a (4 int8 MACs per
+    fp32 lane) on cc 6.1 and on Volta, whose tensor cores have no int8 mode; the fp32 rate on older GPUs."""
+    cc = gpu["compute_capability"].astype(float)
+    fp32 = gpu["fp32_tflops"].astype(float)
+    dp4a = (cc.round(1) == 6.1) | ((cc >= 7.0) & (cc < 7.5))
+    return pd.Series(np.where(cc >= 7.5, 2.0 * gpu["tensor_fp16_tflops"].astype(float),
+                              np.where(dp4a, 4.0 * fp32, fp32)), index=gpu.index)
+
+
 def peak_tflops(precision: pd.Series, gpu: pd.DataFrame) -> pd.Series:
-    """Precision-appropriate peak: tensor-core fp16 for half/mixed precision, fp32 or fp64 CUDA-core rate else."""
+    """Precision-appropriate peak: tensor-core fp16 for half/mixed precision, int8 rate for int8, fp32 or fp64
+    CUDA-core rate else."""
     peak = gpu["fp32_tflops"].astype(float).copy()
     half = precision.isin(HALF_PRECISIONS)
     peak[half] = gpu.loc[half, "tensor_fp16_tflops"].astype(float)
     fp64 = precision.eq("fp64")
     peak[fp64] = gpu.loc[fp64, "fp64_tflops"].astype(float)
+    int8 = precision.eq("int8")
+    if int8.any():
+        peak[int8] = int8_tops(gpu.loc[int8])
     return peak
 
 

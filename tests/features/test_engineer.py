@@ -62,3 +62,19 @@ def test_preprocessor_one_hot_and_unknown_category():
     names = list(pre.get_feature_names_out())
     assert "precision_fp32" in names and "mode_training" in names
     assert Z.shape == (2, len(names))
+
+
+@pytest.mark.parametrize(
+    ("gpu", "datasheet_tops"),
+    [("Tesla T4", 130.0), ("A100 PCIe 40 GB", 624.0), ("GeForce RTX 4090", 660.6), ("GeForce GTX 1080", 35.5),
+     ("Tesla V100 PCIe 16 GB", 56.0)],
+)
+def test_int8_peak_matches_datasheets(gpu, datasheet_tops):
+    """Dense int8 TOP/s: Turing+ tensor cores at 2x fp16, dp4a (4x fp32) on Pascal cc 6.1 and on Volta."""
+    from src.features.engineer import BYTES_PER_ELEMENT, peak_tflops
+    from src.ingest.gpus import gpu_features
+
+    specs = gpu_features([gpu])
+    peak = float(peak_tflops(pd.Series(["int8"], index=specs.index), specs).iloc[0])
+    assert peak == pytest.approx(datasheet_tops, rel=0.05)
+    assert BYTES_PER_ELEMENT["int8"] == 1.0
