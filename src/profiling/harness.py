@@ -234,6 +234,7 @@ def run_config(resolved: ResolvedModel, cfg: RunConfig, info: DeviceInfo, *, war
         "param_count_m": param_count_m,
         "gmacs": gmacs,
         "activations_m": float("nan"),
+        "scenario": "",
         "source_rows": 1,
         "run_id": run_id,
         "measured_at_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

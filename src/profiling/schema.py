@@ -21,7 +21,7 @@ MEASUREMENT_COLUMNS: list[str] = [
     "framework", "framework_version", "cuda_version", "precision", "memory_layout", "compile_mode", "data_mode",
     "variant", "model", "model_key", "model_source", "family", "is_cnn", "img_size", "batch_size", "mode",
     "latency_ms", "throughput", "latency_stat", "latency_spread_ms", "n_samples", "param_count_m", "gmacs",
-    "activations_m", "source_rows",
+    "activations_m", "scenario", "source_rows",
 ]
 
 # Columns only our own measurements have (NaN/empty where not applicable, e.g. clocks on a CPU).
@@ -68,7 +68,7 @@ _STR = {
     "variant",
     "framework_version", "cuda_version", "precision", "memory_layout", "compile_mode", "model", "model_key",
     "model_source", "family", "mode", "latency_stat", "run_id", "measured_at_utc", "driver_version",
-    "cudnn_version", "compute_capability", "clock_source", "timer",
+    "cudnn_version", "compute_capability", "clock_source", "timer", "scenario",
 }
 _INT = {"num_gpus", "img_size", "batch_size", "n_samples", "clock_samples", "warmup_iters", "source_rows"}
 _BOOL = {"is_cpu", "is_cnn"}
