@@ -125,7 +125,12 @@ GPU_ALIASES: dict[str, str] = {
     # end mlperf
     # paddleclas (GPU named in each table's note)
     # end paddleclas
-    # jcjohnson (GPU column of the README tables / output folder names)
+    # jcjohnson (`gpu_name` of the JSON outputs = CUDA's device name; GPU column of the old README). CUDA named
+    # the 2016 Pascal TITAN X plain "TITAN X" (SOURCE.md: folder titan_xp_*, not the 2017 Titan Xp); the Maxwell
+    # card reports "GeForce GTX TITAN X".
+    "titan x": "TITAN X Pascal",
+    "geforce gtx titan x": "GeForce GTX TITAN X",
+    "tesla k40c": "Tesla K40c",
     # end jcjohnson
     # torch2trt (Jetson boards, named by the benchmark file). The AGX Xavier of 2019 (the Xavier file's date) is the
     # 16 GB developer kit; the 32 GB module came in 2020.
@@ -145,6 +150,7 @@ INTEGRATED_PREFIXES = ("Jetson", "DRIVE", "Tegra")
 CPU_ALIASES: dict[str, str] = {
     "cpu i9 10940x": "cpu:i9-10940X",
     "cpu i7 12700h": "cpu:i7-12700H",
+    "cpu: dual intel xeon e5 2630 v3": "cpu:Dual Intel Xeon E5-2630 v3",  # jcjohnson's old README
 }
 EXCLUDED_DEVICES: dict[str, str] = {
     "radeon vii pro": "non-NVIDIA device (AMD Radeon VII Pro)",

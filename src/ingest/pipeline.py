@@ -17,11 +17,23 @@ from .layers import validate_layers
 from .manifest import load_manifest, resolve
 from .noise import layer_noise_floor, noise_floor
 from .records import ParseResult
-from .sources import cdecatapult, deepbench, dlinfbench, lambda_tf, neusight, own, ryujaehun, timm, torch2trt
+from .sources import (
+    cdecatapult,
+    deepbench,
+    dlinfbench,
+    jcjohnson,
+    lambda_tf,
+    neusight,
+    own,
+    ryujaehun,
+    timm,
+    torch2trt,
+)
 from .validate import SOURCES, validate
 
 # Whole-network sources read with one call on the manifest files: name -> parse(files, commits) -> ParseResult.
 NETWORK_PARSERS: dict[str, Callable[[dict[str, Path], dict[str, str]], ParseResult]] = {
+    "jcjohnson": jcjohnson.parse,
     "torch2trt": torch2trt.parse,
 }
 # Single-layer conv timings -> data/processed/layer_measurements.parquet (schema: src/ingest/layers.py).
