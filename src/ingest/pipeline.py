@@ -23,6 +23,7 @@ from .sources import (
     dlinfbench,
     jcjohnson,
     lambda_tf,
+    mlperf,
     neusight,
     own,
     ryujaehun,
@@ -34,6 +35,7 @@ from .validate import SOURCES, validate
 # Whole-network sources read with one call on the manifest files: name -> parse(files, commits) -> ParseResult.
 NETWORK_PARSERS: dict[str, Callable[[dict[str, Path], dict[str, str]], ParseResult]] = {
     "jcjohnson": jcjohnson.parse,
+    "mlperf": mlperf.parse,
     "torch2trt": torch2trt.parse,
 }
 # Single-layer conv timings -> data/processed/layer_measurements.parquet (schema: src/ingest/layers.py).
