@@ -154,7 +154,11 @@ GPU_ALIASES: dict[str, str] = {
     "mlperf nvidia jetson agx orin 32g": "Jetson AGX Orin 32 GB",
     "mlperf nvidia orin nx 16g": "Jetson Orin NX 16 GB",
     # end mlperf
-    # paddleclas (GPU named in each table's note)
+    # paddleclas (GPU named by each table's section heading). "V100" with no form factor: the 16 GB SXM2 board of
+    # Baidu's V100 servers is not stated either; the PCIe 16 GB record has the same SMs and 900 GB/s with a lower
+    # boost clock; the docs name neither, so the SXM2 16 GB record (the common server part) is assumed.
+    "tesla v100 paddleclas": "Tesla V100 SXM2 16 GB",
+    "tesla t4 paddleclas": "Tesla T4",
     # end paddleclas
     # jcjohnson (`gpu_name` of the JSON outputs = CUDA's device name; GPU column of the old README). CUDA named
     # the 2016 Pascal TITAN X plain "TITAN X" (SOURCE.md: folder titan_xp_*, not the 2017 Titan Xp); the Maxwell

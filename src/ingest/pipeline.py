@@ -26,6 +26,7 @@ from .sources import (
     mlperf,
     neusight,
     own,
+    paddleclas,
     ryujaehun,
     timm,
     torch2trt,
@@ -36,6 +37,7 @@ from .validate import SOURCES, validate
 NETWORK_PARSERS: dict[str, Callable[[dict[str, Path], dict[str, str]], ParseResult]] = {
     "jcjohnson": jcjohnson.parse,
     "mlperf": mlperf.parse,
+    "paddleclas": paddleclas.parse,
     "torch2trt": torch2trt.parse,
 }
 # Single-layer conv timings -> data/processed/layer_measurements.parquet (schema: src/ingest/layers.py).
