@@ -36,3 +36,16 @@ def test_all_metrics_names_and_errors():
         mape([0, 1], [1, 1])
     with pytest.raises(ValueError, match="y_true has 2 values, y_pred 3"):
         mape([1, 2], [1, 2, 3])
+
+
+def test_r2_log_accepts_a_one_millisecond_row():
+    """log(1.0 ms) = 0 is a valid log target; only relative errors need y_true != 0."""
+    import numpy as np
+
+    from src.train.metrics import all_metrics
+
+    t, p = np.array([1.0, 2.0, 4.0]), np.array([1.1, 1.9, 4.2])
+    m = all_metrics(t, p, n_features=1)
+    log_t, log_p = np.log(t), np.log(p)
+    expected = 1 - np.sum((log_t - log_p) ** 2) / np.sum((log_t - log_t.mean()) ** 2)
+    assert m["r2_log"] == pytest.approx(expected)

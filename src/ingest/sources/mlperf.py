@@ -26,6 +26,10 @@ Offline results do not report the batch size the engine ran: rows carry `batch_s
 `latency_ms` = that batch / per-GPU throughput (`latency_stat` "from_throughput"), i.e. the per-sample time of a
 saturated GPU scaled to a nominal batch; `variant` says so, and `scenario` = "offline" tells them apart.
 
+Input: LoadGen serves ImageNet/OpenImages samples that were preprocessed and loaded into host memory before the
+timed run, so no input pipeline (decoding, resizing) is timed: `data_mode` "preloaded" (the copy to the GPU is timed,
+as in DLInfBench).
+
 Models: resnet50 = ResNet-50 v1.5 (torchvision's layout), 224 px; retinanet = RetinaNet with a ResNeXt50-32x4d FPN
 backbone, 800 px (a detection CNN; no buildable definition in our zoo yet, so its rows get no static features).
 """
@@ -122,7 +126,7 @@ def _row(record: dict[str, Any], rel: str, commit: str, index: int) -> dict[str,
         "gpu": device.gpu, "device_raw": name, "is_cpu": False, "num_gpus": 1 if scenario == "offline" else gpus,
         "framework": "tensorrt", "framework_version": trt.group(1) if trt else "",
         "cuda_version": cuda.group(1) if cuda else "", "precision": "int8", "memory_layout": "nchw",
-        "compile_mode": "tensorrt", "data_mode": "real", "variant": variant, "scenario": scenario,
+        "compile_mode": "tensorrt", "data_mode": "preloaded", "variant": variant, "scenario": scenario,
         **workload(model, model_source), "img_size": img, "batch_size": batch, "mode": "inference",
         "latency_ms": latency, "throughput": throughput, "latency_stat": stat, "latency_spread_ms": None,
         "n_samples": None, "param_count_m": None, "gmacs": None, "activations_m": None,
