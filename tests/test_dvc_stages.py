@@ -30,7 +30,8 @@ list, so a stage opens every group's file; a group file is required only when th
 (or a required file interpolates it, e.g. `conf/model/*.yaml` -> `${sweep.*}`); `conf/config.yaml` (defaults list,
 `seed`, `reports_dir`) always. See ALLOWED_* below for what is not a pipeline input or output, and docs/pipeline.md.
 
-Audited: ingest, features, train@dt, evaluate, register, e2e (with e2e.max_groups=3 and one context/protocol).
+Audited: ingest, layer_efficiency, features, train@dt, evaluate, register, e2e (with e2e.max_groups=3 and one
+context/protocol).
 Not audited: `ptx` (needs the zoo extra - TVM, nvcc - and takes hours; its inputs are the two tables it declares).
 Not seen: files opened in C by other libraries given a path, and subprocesses (`git`; logged as such).
 """
@@ -456,6 +457,7 @@ def audit(box: Path, run: dict, stage: dict) -> dict[str, list[str]]:
 MODEL = "dt"  # the cheapest estimator
 QUICK = {  # stage -> overrides of its dvc.yaml command that make it quick (none change what it reads or writes)
     "ingest": {},
+    "layer_efficiency": {},  # argparse, not Hydra: no overrides (the whole table, ~25 s)
     "features": {"data.max_rows": "2000"},
     f"train@{MODEL}": {"split.protocols": "[random]", "sweep.n_trials": "1", "sweep.n_trials_slow": "1",
                        "sweep.perm_repeats": "1", "sweep.perm_max_rows": "200"},
