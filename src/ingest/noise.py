@@ -7,6 +7,11 @@ older-version pairs also measure real software speed-ups, not only noise):
   batch size, mode) measured under different PyTorch versions; for every ordered pair (a, b) the absolute
   percentage error of predicting b by a, |a - b| / b. Its mean is the MAPE of a perfect "repeat" predictor.
 - `ryujaehun_within_run`: the per-iteration spread of one run, inter-quartile range / median.
+- `repeats_by_source`: for every source, rows of one configuration (GPU, framework, CNN, batch, image size,
+  precision, mode, runtime, layout, MLPerf scenario) that the source reports more than once: other submissions or
+  rounds (MLPerf), the two V100 tables of PaddleClas, repeated runs and cuDNN vs `nn` kernels (jcjohnson), other
+  releases (timm); |a - b| / b over ordered pairs. Pairs may differ by software release or library variant, so this
+  is an upper bound of pure noise.
 - `layer_cross_source` (single-layer table): how far two sources (DeepBench vs NeuSight vs CDECatapult: different
   frameworks, cuDNN releases and timing loops) disagree on one GPU. Exact shape matches are counted (there are none
   in the current mirror: the sources sample different shapes), so the comparison is on similar layers: the same
@@ -51,6 +56,28 @@ def cross_version_errors(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(pairs, columns=["gpu", "version_a", "version_b", "ape"])
 
 
+REPEAT_CONFIG = ["gpu", "framework", "model_key", "batch_size", "img_size", "precision", "mode", "compile_mode",
+                 "memory_layout", "scenario"]
+
+
+def repeats_by_source(frame: pd.DataFrame) -> dict[str, Any]:
+    """Per source: |a-b|/b over ordered pairs of rows sharing one configuration (see the module docstring)."""
+    gpu_rows = frame[~frame["is_cpu"]]
+    out: dict[str, Any] = {}
+    for source, rows in gpu_rows.groupby("source", sort=True):
+        keys = [c for c in REPEAT_CONFIG if c in rows.columns]
+        shared = rows[rows.groupby(keys, dropna=False)["latency_ms"].transform("size") > 1]
+        if shared.empty:
+            out[source] = {"n": 0}
+            continue
+        pairs = shared[keys + ["latency_ms"]].reset_index().merge(shared[keys + ["latency_ms"]].reset_index(),
+                                                                  on=keys, suffixes=("_a", "_b"))
+        pairs = pairs[pairs["index_a"] != pairs["index_b"]]
+        ape = (pairs["latency_ms_a"] - pairs["latency_ms_b"]).abs() / pairs["latency_ms_b"]
+        out[source] = {**_stats(ape.to_numpy()), "configurations": int(shared.groupby(keys, dropna=False).ngroups)}
+    return out
+
+
 def noise_floor(frame: pd.DataFrame) -> dict[str, Any]:
     """Noise-floor metrics (percent) for the DVC metrics file."""
     pairs = cross_version_errors(frame)
@@ -66,6 +93,7 @@ def noise_floor(frame: pd.DataFrame) -> dict[str, Any]:
         "timm_cross_version": {**_stats(pairs["ape"].to_numpy()), "per_gpu": per_gpu, "per_version_pair": per_pair},
         "timm_cross_version_pytorch2": _stats(modern["ape"].to_numpy()),
         "ryujaehun_within_run_iqr_over_median": _stats(spread),
+        "repeats_by_source": repeats_by_source(frame),
         "definition": "timm: |a-b|/b over ordered pairs of PyTorch versions, same GPU/model/config; "
         "ryujaehun: IQR/median of per-iteration samples after warm-up",
     }
