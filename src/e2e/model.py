@@ -23,7 +23,7 @@ from scipy.optimize import nnls
 # Columns that define one deployment ("software context"). `relaxed` drops the framework/CUDA versions, to use
 # timm's batch sizes measured under different PyTorch releases (noise between releases ~3-4 %, STACK-NOTES).
 STRICT_KEYS = ["source", "model_key", "gpu", "mode", "precision", "memory_layout", "compile_mode", "framework",
-               "framework_version", "cuda_version", "img_size", "data_mode", "variant"]
+               "framework_version", "cuda_version", "img_size", "data_mode", "variant", "scenario"]
 RELAXED_DROP = ["framework_version", "cuda_version"]
 
 

@@ -17,6 +17,6 @@ def holdout_model(real_overrides):
 
     from src.predict.holdout import fit_holdout
 
-    res = fit_holdout(["densenet"], "dt", max_rows=4000, overrides=real_overrides)
+    res = fit_holdout(["densenet"], "dt", max_rows=8000, overrides=real_overrides)
     res["tracking_uri"] = mlflow.get_tracking_uri()
     return res

@@ -39,7 +39,7 @@ def test_coverage_on_real_test_split(holdout_model, real_overrides):
     from src.predict.model import load
 
     model = load(holdout_model["registered"])
-    cal, data = calibrate_model(model, levels=(0.8, 0.9), k=4, kinds=("row", "cnn"), max_rows=4000,
+    cal, data = calibrate_model(model, levels=(0.8, 0.9), k=4, kinds=("row", "cnn"), max_rows=8000,
                                 progress=False, overrides=real_overrides)
     assert cal["test_rows"] == len(data.test) and len(set(data.train) & set(data.test)) == 0
     for level in ("0.80", "0.90"):

@@ -22,7 +22,7 @@ def calibrated(holdout_model, real_overrides, tmp_path_factory):
     from src.predict.calibrate import calibrate_model
 
     model = load(holdout_model["registered"])
-    cal, _ = calibrate_model(model, levels=(0.9,), k=3, kinds=("row", "gpu", "cnn", "gpu_cnn"), max_rows=4000,
+    cal, _ = calibrate_model(model, levels=(0.9,), k=3, kinds=("row", "gpu", "cnn", "gpu_cnn"), max_rows=8000,
                              progress=False, overrides=real_overrides)
     path = tmp_path_factory.mktemp("cal") / "conformal.json"
     path.write_text(json.dumps(cal, default=float))
@@ -72,7 +72,7 @@ def test_cli_unknown_gpu_names_closest(calibrated, tmp_path, capsys):
 
 def test_cli_bad_precision_names_field(calibrated, tmp_path, capsys):
     rc = main(["--model-uri", calibrated["uri"], *DENSENET121, "--gpus", "GeForce RTX 3090", "--precision",
-               "int8", "--out", str(tmp_path)])
+               "int4", "--out", str(tmp_path)])
     assert rc == 2
     assert "field 'precision'" in capsys.readouterr().err
 

@@ -17,11 +17,15 @@ SOURCE.md (and the English card) reads them as FP16 bs 1/4/8 then FP32 bs 1/4/8,
 
 Units: milliseconds per batch -> `latency_ms` (`latency_stat` "mean": the tools average 2000 timed runs after 100
 warm-up runs); framework "paddle", compile_mode "tensorrt" (`--use_tensorrt=True`); the TensorRT version is in
-`variant` (V100: 8.0.3.4 as noted; T4: uncertain, SOURCE.md). Input size: the `Size`/`Crop Size` column; tables
+`variant` (V100: 8.0.3.4 as noted; T4: uncertain, SOURCE.md), with the file the table comes from: the family cards
+and model_list.md are different measurement rounds (ResNet50 bs 1 on the V100: 2.19 vs 2.54 ms), so they are two
+deployment contexts, never one. Input size: the `Size`/`Crop Size` column; tables
 without one (model_list.md, Mobile_en.md) take the size the family cards give the same model, else a size in the name
 (`_384`), else Mobile_en's 224 (every model of that card is a 224-px ImageNet model); otherwise the row is quarantined.
-`_ssld` (distilled weights) and `_wsl` rows repeat an architecture: a row whose time equals an earlier row of the same
-architecture, GPU, precision and batch in the same file is quarantined as a repeat, never counted twice.
+`_ssld` (distilled weights) and `_wsl` rows repeat an architecture, and some pages copy another page's values: a row
+whose time equals an earlier row of the same architecture, GPU, precision, batch and size (any file) is quarantined
+as a repeat, never counted twice. `variant` holds the Paddle spelling, so two Paddle models that map to one timm
+name with different times stay two deployments.
 
 Names: Paddle's spelling stays in `model`; `PADDLE_TO_TIMM` rules give the timm/torchvision name of the same
 architecture for `model_key` where one exists (`_vd` is timm's `d` variant: deep stem and average-pool shortcut).
@@ -153,10 +157,12 @@ def _tables(lines: list[str]) -> list[tuple[int, str, list[tuple[int, str]]]]:
     return tables
 
 
-def parse_file(path: Path, rel: str, commit: str, sizes: dict[str, int]) -> ParseResult:
-    """Every timing table of one Markdown file; `sizes` maps Paddle names to input sizes seen in the cards."""
+def parse_file(path: Path, rel: str, commit: str, sizes: dict[str, int],
+               seen: dict[tuple, str] | None = None) -> ParseResult:
+    """Every timing table of one Markdown file; `sizes` maps Paddle names to input sizes seen in the cards, `seen`
+    the rows already taken from earlier files (a value copied onto another page is one measurement)."""
     result = ParseResult()
-    seen: dict[tuple, str] = {}
+    seen = {} if seen is None else seen
     for header_line, heading, table in _tables(path.read_text(encoding="utf-8").splitlines()):
         header = _cells(table[0][1])
         columns = {i: col for i, h in enumerate(header) if (col := _latency_column(h)) is not None}
@@ -227,6 +233,8 @@ def _size(cells, header, rel: str, paddle: str, sizes: dict[str, int]) -> int | 
 
 def _row(rel, commit, gpu, cells, header, index, col, key, line, sizes) -> dict[str, Any] | str:
     paddle = re.sub(r"<sup>.*?</sup>|<br\s*/?>|\s", "", cells[0])
+    # the spelling with its footnote (`[1]`: ImageNet-22k weights, another row of the same architecture)
+    label = re.sub(r"<sup>(.*?)</sup>|<br\s*/?>|\s", r"\1", cells[0])
     img = _size(cells, header, rel, paddle, sizes)
     if img is None:
         return "input size not stated (no Size column, no card row, none in the name)"
@@ -241,7 +249,7 @@ def _row(rel, commit, gpu, cells, header, index, col, key, line, sizes) -> dict[
         "measurement_id": f"{SOURCE}:{rel}:{key}", "source": SOURCE, "source_file": rel, "upstream_commit": commit,
         "gpu": device.gpu, "device_raw": gpu, "is_cpu": False, "num_gpus": 1, "framework": "paddle",
         "framework_version": "", "cuda_version": "", "precision": precision, "memory_layout": "nchw",
-        "compile_mode": "tensorrt", "variant": f"Paddle Inference, {TRT_NOTE[gpu]}",
+        "compile_mode": "tensorrt", "variant": f"Paddle Inference, {TRT_NOTE[gpu]}; table {Path(rel).stem}; {label}",
         **work, "model": paddle, "img_size": img, "batch_size": col["batch"], "mode": "inference",
         "latency_ms": latency, "throughput": col["batch"] / latency * 1000.0, "latency_stat": "mean",
         "latency_spread_ms": None, "n_samples": None, "param_count_m": None, "gmacs": None, "activations_m": None,
@@ -269,8 +277,8 @@ def card_sizes(files: dict[str, Path]) -> dict[str, int]:
 def parse(files: dict[str, Path], commits: dict[str, str]) -> ParseResult:
     """The family cards, Mobile_en.md and model_list.md (`files`: mirror-relative path -> local path)."""
     result = ParseResult()
-    sizes = card_sizes(files)
+    sizes, seen = card_sizes(files), {}
     rels = sorted(r for r in files if r.startswith(f"{MIRROR_DIR}/docs/") and r.endswith(".md"))
     for rel in rels:
-        result.extend(parse_file(files[rel], rel, commits.get(rel, ""), sizes))
+        result.extend(parse_file(files[rel], rel, commits.get(rel, ""), sizes, seen))
     return result
