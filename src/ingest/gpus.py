@@ -160,12 +160,16 @@ GPU_ALIASES: dict[str, str] = {
     "tesla v100 paddleclas": "Tesla V100 SXM2 16 GB",
     "tesla t4 paddleclas": "Tesla T4",
     # end paddleclas
-    # jcjohnson (`gpu_name` of the JSON outputs = CUDA's device name; GPU column of the old README). CUDA named
-    # the 2016 Pascal TITAN X plain "TITAN X" (SOURCE.md: folder titan_xp_*, not the 2017 Titan Xp); the Maxwell
-    # card reports "GeForce GTX TITAN X".
-    "titan x": "TITAN X Pascal",
-    "geforce gtx titan x": "GeForce GTX TITAN X",
-    "tesla k40c": "Tesla K40c",
+    # jcjohnson (`gpu_name` of the JSON outputs = CUDA's device name, also the GPU label of the old README; the parser
+    # looks them up as "jcjohnson <name>"). CUDA named the 2016 Pascal TITAN X plain "TITAN X" (SOURCE.md: folder
+    # titan_xp_*, not the 2017 Titan Xp; the README calls it "Pascal Titan X"); the Maxwell card reports
+    # "GeForce GTX TITAN X". The prefix keeps a bare "titan x" out of the shared table: elsewhere it would more
+    # likely mean the Maxwell card.
+    "jcjohnson titan x": "TITAN X Pascal",
+    "jcjohnson geforce gtx titan x": "GeForce GTX TITAN X",
+    "jcjohnson geforce gtx 1080": "GeForce GTX 1080",
+    "jcjohnson geforce gtx 1080 ti": "GeForce GTX 1080 Ti",
+    "jcjohnson tesla k40c": "Tesla K40c",
     # end jcjohnson
     # torch2trt (Jetson boards, named by the benchmark file). The AGX Xavier of 2019 (the Xavier file's date) is the
     # 16 GB developer kit; the 32 GB module came in 2020.
@@ -189,7 +193,6 @@ CORES_PER_SM_FALLBACK = {"Kepler": 192, "Kepler 2.0": 192}
 CPU_ALIASES: dict[str, str] = {
     "cpu i9 10940x": "cpu:i9-10940X",
     "cpu i7 12700h": "cpu:i7-12700H",
-    "cpu: dual intel xeon e5 2630 v3": "cpu:Dual Intel Xeon E5-2630 v3",  # jcjohnson's old README
 }
 EXCLUDED_DEVICES: dict[str, str] = {
     "radeon vii pro": "non-NVIDIA device (AMD Radeon VII Pro)",

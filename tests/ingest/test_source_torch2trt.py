@@ -6,7 +6,7 @@ import pytest
 
 from src.ingest.gpus import UnknownGPUError
 from src.ingest.sources import torch2trt
-from src.ingest.validate import COLUMNS, DEFAULTS, validate
+from src.ingest.validate import COLUMNS, validate
 
 NANO = "NVIDIA-AI-IOT-torch2trt/benchmarks/JETSON_NANO.md"
 XAVIER = "NVIDIA-AI-IOT-torch2trt/benchmarks/JETSON_XAVIER.md"
@@ -32,7 +32,7 @@ def test_real_files_two_runtimes_per_table_row(parsed):
                       ("Jetson Nano", "eager"): 18, ("Jetson Nano", "tensorrt"): 17}
     assert set(frame["precision"]) == {"fp16"} and set(frame["batch_size"]) == {1} and set(frame["img_size"]) == {224}
     assert frame["is_cnn"].all() and frame["measurement_id"].is_unique
-    assert all(set(COLUMNS) - set(DEFAULTS) <= set(row) for row in result.rows)
+    assert all(set(COLUMNS) <= set(row) for row in result.rows)
 
 
 def test_real_values_copied_unchanged(parsed):
@@ -41,8 +41,21 @@ def test_real_values_copied_unchanged(parsed):
     # | torchvision.models.resnet.resnet18 | ... | 29.4 | 90.2 | 34.7 | 11.4 |
     assert nano.loc["eager", ["throughput", "latency_ms"]].tolist() == [29.4, 34.7]
     assert nano.loc["tensorrt", ["throughput", "latency_ms"]].tolist() == [90.2, 11.4]
+    assert nano.loc["tensorrt", "measurement_id"] == f"torch2trt:{NANO}:line 6:tensorrt"
+    assert nano.loc["eager", "measurement_id"] == f"torch2trt:{NANO}:line 6:pytorch"
+    assert set(frame["framework"]) == {"pytorch"} and set(frame["latency_stat"]) == {"mean"}
+    assert set(frame["model_source"]) == {"torchvision"} and set(frame["n_samples"]) == {50}
     xavier = frame[frame["gpu"] == "Jetson AGX Xavier 16 GB"]
-    assert {"mobilenet_v2", "shufflenet_v2_x1_0", "mnasnet1_0", "vgg19_bn"} <= set(xavier["model_key"])
+    # | torch2trt.tests.torchvision.classification.mnasnet1_3 | ... | 67.4 | 573 | 15 | 2.02 |
+    mnas = xavier[xavier["model"] == "mnasnet1_3"].set_index("compile_mode")
+    assert mnas.loc["tensorrt", ["throughput", "latency_ms"]].tolist() == [573.0, 2.02]
+    assert set(frame.loc[frame["gpu"] == "Jetson Nano", "model"]) == {
+        "alexnet", "squeezenet1_0", "squeezenet1_1", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+        "densenet121", "densenet169", "densenet201", "densenet161", "vgg11", "vgg13", "vgg16", "vgg11_bn", "vgg13_bn",
+        "vgg16_bn"}
+    assert set(xavier["model"]) - set(frame.loc[frame["gpu"] == "Jetson Nano", "model"]) == {
+        "vgg19", "vgg19_bn", "mobilenet_v2", "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "shufflenet_v2_x1_5",
+        "shufflenet_v2_x2_0", "mnasnet0_5", "mnasnet0_75", "mnasnet1_0", "mnasnet1_3"}
 
 
 def _copy(mirror, tmp_path, rel):
@@ -96,3 +109,20 @@ def test_empty_file_is_an_error(tmp_path):
     path.write_text("# no table here\n")
     with pytest.raises(torch2trt.MarkdownTableError, match="no Markdown table"):
         torch2trt.parse_table(path, NANO, "", "Jetson Nano")
+
+
+def test_unknown_data_type_and_module_are_quarantined(mirror, tmp_path):
+    path = _copy(mirror, tmp_path, NANO)
+    text = path.read_text()
+    text = text.replace("alexnet.alexnet | float16 |", "alexnet.alexnet | int8 |")
+    text = text.replace("| torchvision.models.resnet.resnet18 |", "| mymodels.resnet18 |")
+    path.write_text(text)
+    result = torch2trt.parse_table(path, NANO, "", "Jetson Nano")
+    reasons = {q["row_key"]: q["reason"] for q in result.quarantine}
+    assert reasons["line 3:pytorch"] == reasons["line 3:tensorrt"] == "unknown data type 'int8'"
+    assert reasons["line 6:pytorch"] == "model 'mymodels.resnet18' is not a torchvision module path"
+
+
+def test_missing_benchmark_file_is_an_error(mirror):
+    with pytest.raises(FileNotFoundError, match="JETSON_XAVIER.md"):
+        torch2trt.parse({NANO: mirror / NANO}, {})
