@@ -1,6 +1,5 @@
 """PaddleClas latency tables: the real mirror files, and small corrupt copies of them."""
 
-import shutil
 from collections import Counter
 
 import pytest
@@ -8,6 +7,7 @@ import pytest
 from src.ingest.gpus import UnknownGPUError
 from src.ingest.sources import paddleclas
 from src.ingest.validate import validate
+from tests.ingest.conftest import copy_mirror_file
 
 TOP = "PaddlePaddle-PaddleClas"
 RESNET = f"{paddleclas.CARDS_DIR}/ResNet.md"
@@ -65,15 +65,8 @@ def test_distilled_repeats_are_quarantined_once(parsed):
     assert any("ResNet34_vd_ssld" in q["raw"] for q in repeats)
 
 
-def _copy(mirror, tmp_path, rel):
-    target = tmp_path / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(mirror / rel, target)
-    return target
-
-
 def test_bad_number_and_truncated_row(mirror, tmp_path):
-    path = _copy(mirror, tmp_path, RESNET)
+    path = copy_mirror_file(mirror, tmp_path, RESNET)
     text = path.read_text()
     text = text.replace("| ResNet18         | 224       | 1.08 ", "| ResNet18         | 224       | abc ", 1)
     full = "| ResNet34         | 224       | 1.83               | 2.41               | 4.23               |"
@@ -87,21 +80,21 @@ def test_bad_number_and_truncated_row(mirror, tmp_path):
 
 
 def test_latency_header_without_batch_is_an_error(mirror, tmp_path):
-    path = _copy(mirror, tmp_path, RESNET)
+    path = copy_mirror_file(mirror, tmp_path, RESNET)
     path.write_text(path.read_text().replace("| Latency(ms)<br>bs=4 |", "| Latency(ms) |", 1))
     with pytest.raises(paddleclas.MarkdownTableError, match=r"ResNet.md:84: latency column .* has no batch size"):
         paddleclas.parse_file(path, RESNET, "", {})
 
 
 def test_wrong_first_column_is_an_error(mirror, tmp_path):
-    path = _copy(mirror, tmp_path, RESNET)
+    path = copy_mirror_file(mirror, tmp_path, RESNET)
     path.write_text(path.read_text().replace("| Models                 | Size |", "| Net | Size |", 1))
     with pytest.raises(paddleclas.MarkdownTableError, match=r"ResNet.md:84: first column 'Net'"):
         paddleclas.parse_file(path, RESNET, "", {})
 
 
 def test_unknown_gpu_section_stops_naming_it(mirror, tmp_path, monkeypatch):
-    path = _copy(mirror, tmp_path, RESNET)
+    path = copy_mirror_file(mirror, tmp_path, RESNET)
     monkeypatch.setitem(paddleclas.TRT_NOTE, "Tesla P40", "")
     monkeypatch.setattr(paddleclas, "_gpu_of", lambda heading, rel: "Tesla P40")
     with pytest.raises(UnknownGPUError, match="Tesla P40 paddleclas"):

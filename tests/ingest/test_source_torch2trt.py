@@ -1,12 +1,12 @@
 """torch2trt Jetson benchmarks: the real mirror files, and small corrupt copies of them."""
 
-import shutil
 
 import pytest
 
 from src.ingest.gpus import UnknownGPUError
 from src.ingest.sources import torch2trt
 from src.ingest.validate import COLUMNS, validate
+from tests.ingest.conftest import copy_mirror_file
 
 NANO = "NVIDIA-AI-IOT-torch2trt/benchmarks/JETSON_NANO.md"
 XAVIER = "NVIDIA-AI-IOT-torch2trt/benchmarks/JETSON_XAVIER.md"
@@ -58,15 +58,8 @@ def test_real_values_copied_unchanged(parsed):
         "shufflenet_v2_x2_0", "mnasnet0_5", "mnasnet0_75", "mnasnet1_0", "mnasnet1_3"}
 
 
-def _copy(mirror, tmp_path, rel):
-    target = tmp_path / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(mirror / rel, target)
-    return target
-
-
 def test_bad_number_is_quarantined_with_its_reason(mirror, tmp_path):
-    path = _copy(mirror, tmp_path, NANO)
+    path = copy_mirror_file(mirror, tmp_path, NANO)
     path.write_text(path.read_text().replace("| 29.4 | 90.2 | 34.7 | 11.4 |", "| 29.4 | 90.2 | abc | -1 |"))
     result = torch2trt.parse_table(path, NANO, "", "Jetson Nano")
     reasons = {q["row_key"]: q["reason"] for q in result.quarantine}
@@ -76,21 +69,21 @@ def test_bad_number_is_quarantined_with_its_reason(mirror, tmp_path):
 
 
 def test_wrong_header_names_file_and_line(mirror, tmp_path):
-    path = _copy(mirror, tmp_path, NANO)
+    path = copy_mirror_file(mirror, tmp_path, NANO)
     path.write_text(path.read_text().replace("| Latency (TensorRT) |", "| Latency (TRT) |", 1))
     with pytest.raises(torch2trt.MarkdownTableError, match=r"JETSON_NANO.md:1: unexpected table header"):
         torch2trt.parse_table(path, NANO, "", "Jetson Nano")
 
 
 def test_missing_column_is_a_header_error(mirror, tmp_path):
-    path = _copy(mirror, tmp_path, NANO)
+    path = copy_mirror_file(mirror, tmp_path, NANO)
     path.write_text(path.read_text().replace(" Max Error |", "", 1))
     with pytest.raises(torch2trt.MarkdownTableError, match="unexpected table header"):
         torch2trt.parse_table(path, NANO, "", "Jetson Nano")
 
 
 def test_truncated_file_quarantines_the_cut_row(mirror, tmp_path):
-    path = _copy(mirror, tmp_path, NANO)
+    path = copy_mirror_file(mirror, tmp_path, NANO)
     text = path.read_text()
     path.write_text(text[: text.index("| torchvision.models.resnet.resnet34") + 60])
     result = torch2trt.parse_table(path, NANO, "", "Jetson Nano")
@@ -99,7 +92,7 @@ def test_truncated_file_quarantines_the_cut_row(mirror, tmp_path):
 
 
 def test_unknown_device_stops_naming_it(mirror, tmp_path):
-    path = _copy(mirror, tmp_path, NANO)
+    path = copy_mirror_file(mirror, tmp_path, NANO)
     with pytest.raises(UnknownGPUError, match="Jetson Thor"):
         torch2trt.parse_table(path, NANO, "", "Jetson Thor")
 
@@ -112,7 +105,7 @@ def test_empty_file_is_an_error(tmp_path):
 
 
 def test_unknown_data_type_and_module_are_quarantined(mirror, tmp_path):
-    path = _copy(mirror, tmp_path, NANO)
+    path = copy_mirror_file(mirror, tmp_path, NANO)
     text = path.read_text()
     text = text.replace("alexnet.alexnet | float16 |", "alexnet.alexnet | int8 |")
     text = text.replace("| torchvision.models.resnet.resnet18 |", "| mymodels.resnet18 |")
