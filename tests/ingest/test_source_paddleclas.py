@@ -107,3 +107,21 @@ def test_timm_names():
     assert paddleclas.timm_name("GhostNet_x1_3_ssld") == "ghostnet_130"
     assert paddleclas.timm_name("SwinTransformer_tiny_patch4_window7_224<sup>[1]</sup>") == (
         "swin_tiny_patch4_window7_224")
+
+
+def test_missing_size_column_quarantines_with_the_reason(mirror, tmp_path):
+    """A V100 table without its Size column: sizes are not guessed, every cell is quarantined saying why."""
+    path = copy_mirror_file(mirror, tmp_path, RESNET)
+    lines = path.read_text().splitlines()
+    start = lines.index("#### 1.3.1 基于 V100 GPU 的预测速度")
+    end = lines.index("#### 1.3.2 基于 T4 GPU 的预测速度")
+    for i in range(start, end):
+        if lines[i].startswith("|"):
+            cells = lines[i].strip().strip("|").split("|")
+            lines[i] = "|" + "|".join(cells[:1] + cells[2:]) + "|"
+    path.write_text("\n".join(lines) + "\n")
+    result = paddleclas.parse_file(path, RESNET, "", {})
+    v100 = [q for q in result.quarantine if int(q["row_key"].split()[1].split(":")[0]) <= end]
+    assert len(v100) == 18 * 3 and {q["reason"] for q in v100} == {
+        "input size not stated (no Size column, no card row, none in the name)"}
+    assert result.n_read == len(result.rows) + len(result.quarantine)
