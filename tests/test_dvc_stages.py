@@ -30,8 +30,9 @@ list, so a stage opens every group's file; a group file is required only when th
 (or a required file interpolates it, e.g. `conf/model/*.yaml` -> `${sweep.*}`); `conf/config.yaml` (defaults list,
 `seed`, `reports_dir`) always. See ALLOWED_* below for what is not a pipeline input or output, and docs/pipeline.md.
 
-Audited: ingest, layer_efficiency, features, train@dt, evaluate, register, e2e (with e2e.max_groups=3 and one
-context/protocol).
+Audited: ingest, layer_efficiency, layers (reusing the committed per-layer rows), features, train@dt, evaluate,
+register, e2e (with e2e.max_groups=3 and one context/protocol). A stage may read back its own `persist: true`
+outputs (the incremental `layers` stage's committed table is its cache).
 Not audited: `ptx` (needs the zoo extra - TVM, nvcc - and takes hours; its inputs are the two tables it declares).
 Not seen: files opened in C by other libraries given a path, and subprocesses (`git`; logged as such).
 """
@@ -238,6 +239,9 @@ def dvc_stages(root: Path = REPO) -> dict[str, dict]:
                 "outs": [os.path.normpath(_interpolate(p, ctx))
                          for k in ("outs", "metrics", "plots") for p in _paths(st.get(k))],
                 "params": st.get("params") or [],
+                # outputs DVC keeps between runs (`persist: true`): an incremental stage reads them back as its cache
+                "persist": [os.path.normpath(_interpolate(next(iter(e)), ctx)) for k in ("outs", "metrics", "plots")
+                            for e in st.get(k) or [] if isinstance(e, dict) and next(iter(e.values())).get("persist")],
             }
     return stages
 
@@ -269,7 +273,9 @@ def sandbox(tmp_path_factory) -> Path:
     for f in ("params.yaml", "dvc.yaml"):
         shutil.copy2(REPO / f, box / f)
     (box / "data" / "processed").mkdir(parents=True)
-    for f in ("static_features.parquet", "ptx_counts.parquet", "ptx_failures.csv"):  # committed `ptx` outputs
+    # committed outputs of the `ptx` and `layers` stages (the zoo extra builds them; CI reuses them)
+    for f in ("static_features.parquet", "ptx_counts.parquet", "ptx_failures.csv", "layers.parquet",
+              "layers_failures.csv"):
         if (REPO / "data" / "processed" / f).exists():
             shutil.copy2(REPO / "data" / "processed" / f, box / "data" / "processed" / f)
     link = Path(os.path.normpath(box / _mirror_rel()))
@@ -418,7 +424,7 @@ def audit(box: Path, run: dict, stage: dict) -> dict[str, list[str]]:
     needed = _needed_groups(used, conf_files)
     bad_reads, composed_unused = [], []
     for rel in sorted(reads):
-        if covered(rel, deps) or _allowed(rel, ALLOWED_READS):
+        if covered(rel, deps) or covered(rel, stage.get("persist", [])) or _allowed(rel, ALLOWED_READS):
             continue
         if rel == "params.yaml" and stage["params"]:
             continue  # params.yaml values reach DVC through the stage's `params:` section
@@ -458,6 +464,7 @@ MODEL = "dt"  # the cheapest estimator
 QUICK = {  # stage -> overrides of its dvc.yaml command that make it quick (none change what it reads or writes)
     "ingest": {},
     "layer_efficiency": {},  # argparse, not Hydra: no overrides (the whole table, ~25 s)
+    "layers": {},  # argparse; reuses the committed per-layer rows (builds nothing when they cover every target)
     "features": {"data.max_rows": "2000"},
     f"train@{MODEL}": {"split.protocols": "[random]", "sweep.n_trials": "1", "sweep.n_trials_slow": "1",
                        "sweep.perm_repeats": "1", "sweep.perm_max_rows": "200"},

@@ -4,6 +4,8 @@ Examples:
   python -m src.zoo static --source keras --model EfficientNetB0 --json
   python -m src.zoo ptx --source keras --model ResNet50 --arch sm_86 --batch 1 --json
   python -m src.zoo table            # the DVC stage `ptx` (paths and options from params.yaml `ptx:`)
+  python -m src.zoo layers --source torchvision --model resnet18 --batch 8 --json   # per-operator table
+  python -m src.zoo layers-table     # the DVC stage `layers` (params.yaml `layers:`)
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from src.zoo.names import KERAS_JAX_ONLY, UnknownModelError, check_source, keras_name
+from src.zoo.resolve import MissingFrameworkError, UnsupportedModelError
 
 
 def _print(obj: dict[str, Any], as_json: bool) -> None:
@@ -53,6 +56,73 @@ def cmd_static(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_layers(args: argparse.Namespace) -> int:
+    """Per-operator table of one model (src/zoo/layers.py) priced at a batch size and precision, plus sums."""
+    from src.zoo.layers import PASSES, bytes_per_element, layer_table, price, sums
+
+    source = check_source(args.source)
+    bytes_per_element(args.precision)  # an unknown precision stops before building anything
+    if _needs_jax(source, args.model):
+        raise SystemExit(f"error: {args.model} builds only on Keras' JAX backend; per-layer tables record torch "
+                         "operators (Keras' torch backend), so it is not supported")
+    passes = PASSES if args.passes == "all" else tuple(dict.fromkeys(
+        ["forward"] if args.passes == "forward" else ["train_forward", "backward"]))
+    df = layer_table(source, args.model, args.input_size, passes=passes)
+    priced = price(df, args.batch, args.precision)
+    totals = sums(df, args.batch, args.precision)
+    meta = {"source": df.attrs["source"], "model": df.attrs["model"], "img_size": df.attrs["img_size"],
+            "batch_size": args.batch, "precision": args.precision, "framework": df.attrs["framework"],
+            "build": df.attrs["build"], "fitted_batches": {k: list(v) for k, v in df.attrs["batches"].items()},
+            "seconds": round(df.attrs["seconds"], 3)}
+    if args.json:
+        cols = [c for c in priced.columns if c not in ("zoo_source", "zoo_model", "img_size")]
+        rows = [{k: v for k, v in r.items() if v is not None and v == v}
+                for r in priced[cols].astype(object).to_dict(orient="records")]
+        print(json.dumps({**meta, "sums": totals, "layers": rows}, default=str))
+        return 0
+    show = priced if args.all_ops else priced.loc[priced["launches_kernel"]]
+    cols = ["pass", "op_index", "op", "kind", "out_shape", "macs", "flops", "bytes_read_inputs",
+            "bytes_read_weights", "bytes_written"]
+    with_conv = show["c_in"].notna()
+    text = show[cols].copy()
+    text["conv"] = ""
+    text.loc[with_conv, "conv"] = [
+        f"{int(r.c_in)}->{int(r.c_out)} {int(r.kernel_r)}x{int(r.kernel_s)}/s{int(r.stride_h)} p{int(r.pad_h)} "
+        f"g{int(r.groups)} @{int(r.in_h)}x{int(r.in_w)}" for r in show.loc[with_conv].itertuples()]
+    print(text.to_string(index=False, max_rows=args.max_rows))
+    for k, v in meta.items():
+        print(f"{k:>24}: {v}")
+    for p, t in totals.items():
+        print(f"{'sums ' + p:>24}: " + ", ".join(f"{k} {v:.6g}" for k, v in t.items()))
+    return 0
+
+
+def cmd_layers_table(args: argparse.Namespace) -> int:
+    from src.zoo.layers_stage import run_layers_stage
+
+    root = Path.cwd()
+    p = _params(root, "layers")
+    summary = run_layers_stage(
+        measurements=root / p.get("measurements", "data/processed/measurements.parquet"),
+        gpus_path=root / p.get("gpus", "data/processed/gpus.parquet"),
+        static_path=root / p.get("static", "data/processed/static_features.parquet"),
+        out_table=root / p.get("table", "data/processed/layers.parquet"),
+        out_failures=root / p.get("failures", "data/processed/layers_failures.csv"),
+        out_summary=root / p.get("summary", "reports/zoo/layers_summary.json"),
+        workers=int(args.workers if args.workers is not None else p.get("workers", 2)),
+        model_timeout_s=p.get("model_timeout_s", 300),
+        sources=args.sources or p.get("sources"),
+        limit=args.limit if args.limit is not None else p.get("limit"),
+        retry_failed=args.retry_failed,
+        time_budget_s=args.time_budget if args.time_budget is not None else p.get("time_budget_s"),
+        offline_only=args.offline_only,
+    )
+    print(json.dumps({k: summary[k] for k in ("coverage", "failures", "failures_by_reason", "seconds_per_cnn",
+                                              "table_rows", "table_bytes", "pairs_built_now", "reused_pairs",
+                                              "skipped_missing_extra", "stage_seconds")}, indent=1, default=str))
+    return 0
+
+
 def cmd_ptx(args: argparse.Namespace) -> int:
     from src.zoo.pipeline import ptx_features
 
@@ -77,12 +147,12 @@ def cmd_ptx(args: argparse.Namespace) -> int:
     return 0
 
 
-def _params(root: Path) -> dict[str, Any]:
+def _params(root: Path, section: str = "ptx") -> dict[str, Any]:
     import yaml
 
     path = root / "params.yaml"
     data = yaml.safe_load(path.read_text()) if path.exists() else {}
-    return dict((data or {}).get("ptx") or {})
+    return dict((data or {}).get(section) or {})
 
 
 def _shard(text: str | None) -> tuple[int, int]:
@@ -172,14 +242,40 @@ def main(argv: list[str] | None = None) -> int:
     tp.add_argument("--retry-failed", action="store_true", help="retry cached failures")
     tp.add_argument("--offline-only", action="store_true",
                     help="never compile: write the tables from the cache / committed tables only")
+    yp = sub.add_parser("layers", help="per-operator table of one model (meta device; src/zoo/layers.py)")
+    yp.add_argument("--source", required=True, help="keras | torchvision | timm (onnx: not supported)")
+    yp.add_argument("--model", required=True, help="model name")
+    yp.add_argument("--input-size", type=int, default=None, help="square input size (default: model's)")
+    yp.add_argument("--batch", type=int, default=1, help="batch size the table is priced at (default 1)")
+    yp.add_argument("--precision", default="fp32", help="element size for bytes: fp32 (default), fp16, bf16, "
+                                                         "amp_fp16, int8, fp64, ...")
+    yp.add_argument("--passes", choices=("forward", "training", "all"), default="all",
+                    help="forward (inference), training (train_forward + backward) or all (default)")
+    yp.add_argument("--all-ops", action="store_true", help="text output: also ops that launch no kernel")
+    yp.add_argument("--max-rows", type=int, default=None, help="text output: at most this many rows")
+    yp.add_argument("--json", action="store_true", help="print one JSON object (every op, and the sums)")
+    ltp = sub.add_parser("layers-table", help="the DVC stage `layers`: per-layer tables of every measured CNN")
+    ltp.add_argument("--workers", type=int, default=None, help="worker processes (default params layers.workers; "
+                                                               "0 = in this process)")
+    ltp.add_argument("--sources", nargs="*", default=None, help="model_source filter (timm, torchvision, ...)")
+    ltp.add_argument("--limit", type=int, default=None, help="only the first N targets")
+    ltp.add_argument("--time-budget", type=float, default=None, help="stop starting new models after S s")
+    ltp.add_argument("--retry-failed", action="store_true", help="retry pairs in the failure table")
+    ltp.add_argument("--offline-only", action="store_true", help="never build: reuse the committed rows only")
     lp = sub.add_parser("list", help="known model names of a source")
     lp.add_argument("source", help="keras | torchvision | timm | tf_cnn_benchmarks | dlinfbench")
     args = ap.parse_args(argv)
     try:
-        return {"static": cmd_static, "ptx": cmd_ptx, "table": cmd_table, "list": cmd_list}[args.cmd](args)
+        return {"static": cmd_static, "ptx": cmd_ptx, "table": cmd_table, "list": cmd_list, "layers": cmd_layers,
+                "layers-table": cmd_layers_table}[args.cmd](args)
     except UnknownModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (UnsupportedModelError, MissingFrameworkError, ValueError) as exc:
+        if args.cmd != "layers":
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -106,6 +106,15 @@ DLINFBENCH: dict[str, tuple[str, str]] = {
     "vgg19": ("torchvision", "vgg19"),
 }
 
+# timm names whose deprecation alias builds another network: timm 1.0.31 maps ig_resnext101_32x16d/32x32d/32x48d
+# all to resnext101_32x8d (88.8 M parameters instead of 194 / 469 / 828 M). Name -> (timm arch, constructor
+# arguments); 32x48d has no timm arch of its own, so it is 32x16d's constructor with base_width 48.
+TIMM_FIXED_ALIASES: dict[str, tuple[str, dict]] = {
+    "ig_resnext101_32x16d": ("resnext101_32x16d", {}),
+    "ig_resnext101_32x32d": ("resnext101_32x32d", {}),
+    "ig_resnext101_32x48d": ("resnext101_32x16d", {"base_width": 48}),
+}
+
 
 class UnknownModelError(ValueError):
     """A model or source name the zoo cannot resolve; the message names it and the closest known names."""

@@ -14,6 +14,7 @@ from typing import Any
 from src.zoo.names import (
     KERAS_APPLICATIONS,
     KERAS_JAX_ONLY,
+    TIMM_FIXED_ALIASES,
     ModelSpec,
     UnknownModelError,
     check_source,
@@ -122,12 +123,13 @@ def build_timm(name: str, input_size: int | None) -> Built:
     """Build a timm model with pretrained=False; the pretrained tag after '.' is ignored."""
     timm = _require("timm")
     arch = name.strip().split(".", 1)[0]
-    if not timm.is_model(arch):
+    ctor, kwargs = TIMM_FIXED_ALIASES.get(arch, (arch, {}))
+    if not timm.is_model(ctor):
         close = suggest(arch, timm.list_models())
         raise UnknownModelError(
             f"unknown timm model {name!r}" + (f"; did you mean {', '.join(close)}?" if close else "")
         )
-    model = timm.create_model(arch, pretrained=False).eval()
+    model = timm.create_model(ctor, pretrained=False, **kwargs).eval()
     default = int(model.pretrained_cfg.get("input_size", (3, 224, 224))[-1])
     size = int(input_size or default)
     return Built(ModelSpec("timm", arch, size), size, "torch", (1, 3, size, size), module=model)
