@@ -89,7 +89,7 @@ def main(cfg: DictConfig) -> None:
                                                                                index=False)
     groups = [pd.read_csv(rep / m / p / "per_group.csv").rename(columns=lambda k: "group" if k in ("gpu", "family")
                                                                  else k).assign(estimator=m, protocol=p)
-              for m in summaries for p in ("leave_gpu_out", "leave_family_out", "leave_model_out")
+              for m in summaries for p in ("leave_gpu_out", "leave_family_out", "leave_model_out", "leave_arch_out")
               if (rep / m / p / "per_group.csv").exists()]
     if groups:
         g = pd.concat(groups)[["protocol", "estimator", "group", "rows", "mape"]]

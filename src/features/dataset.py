@@ -36,6 +36,9 @@ class DatasetReport:
     static_filled_from_zoo: dict[str, int] = field(default_factory=dict)
     static_filled_from_same_model: dict[str, int] = field(default_factory=dict)
     ptx_table: str | None = None
+    # Rows whose (model_key, img_size) has a kernel profile (features with physics: the rest are priced from
+    # whole-network numbers).
+    layer_profile_rows: int | None = None
 
     def drop(self, df: pd.DataFrame, keep: pd.Series, reason: str) -> pd.DataFrame:
         """Apply a boolean filter and record how many rows (per source) it removed."""
@@ -60,6 +63,7 @@ class DatasetReport:
             "static_filled_from_zoo": self.static_filled_from_zoo,
             "static_filled_from_same_model": self.static_filled_from_same_model,
             "ptx_table": self.ptx_table,
+            "layer_profile_rows": self.layer_profile_rows,
         }
 
 
@@ -230,6 +234,15 @@ def write_dataset(c: dict, root: Path | None = None) -> DatasetReport:
 
     root = root or REPO_ROOT
     df, report, ptx = build_dataset(root, c["data"], c["features"], c["target"], seed=c["seed"])
+    profiles = None
+    if c["data"].get("kernel_profiles"):
+        from src.features.kernels import write_profiles
+
+        profiles = write_profiles(root / c["data"]["layers"], root / c["data"]["kernel_profiles"])
+        if c["features"].get("physics"):
+            keys = set(zip(profiles["model_key"], profiles["img_size"], strict=True))
+            pairs = list(zip(df["model_key"].astype(str), df["img_size"].astype(int), strict=True))
+            report.layer_profile_rows = int(sum(p in keys for p in pairs))
     out = root / c["data"]["dataset"]
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_parquet(out, index=False)

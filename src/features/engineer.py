@@ -123,13 +123,20 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
     """
 
     def __init__(self, numeric_inputs=(), categorical_inputs=(), gpu_features=(), ptx_features=(),
-                 engineered: bool = True, release_column: str | None = None):
+                 engineered: bool = True, release_column: str | None = None, physics=None,
+                 physics_constants: dict | None = None, spec_features: bool = True):
         self.numeric_inputs = numeric_inputs
         self.categorical_inputs = categorical_inputs
         self.gpu_features = gpu_features
         self.ptx_features = ptx_features
         self.engineered = engineered
         self.release_column = release_column
+        # A `src.features.layer_physics.ProfileIndex`: adds the per-kernel physics estimate and its aggregates.
+        self.physics = physics
+        self.physics_constants = physics_constants
+        # False: GPU specs feed the estimates only, not the learner (a tree cannot extrapolate raw specs to a
+        # GPU faster than any it saw; scale-free shares and ratios transfer).
+        self.spec_features = spec_features
 
     def fit(self, X: pd.DataFrame, y=None):
         self.n_features_in_ = X.shape[1]
@@ -146,9 +153,33 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         return [c for c in self.categorical_inputs if c != self.release_column]
 
     def numeric_names(self) -> list[str]:
-        names = list(self.numeric_inputs) + list(self.gpu_features) + list(self.ptx_features)
+        specs = list(self.gpu_features) if self.spec_features else []
+        names = list(self.numeric_inputs) + specs + list(self.ptx_features)
         names += ENGINEERED if self.engineered else []
-        return names + (RELEASE_FEATURES if self.release_column else [])
+        names += RELEASE_FEATURES if self.release_column else []
+        return names + (self._physics_names() if self.physics is not None else [])
+
+    @staticmethod
+    def _physics_names() -> list[str]:
+        from .layer_physics import PHYSICS_FEATURES
+
+        return list(PHYSICS_FEATURES)
+
+    def _no_log(self) -> set[str]:
+        from .layer_physics import SHARE_FEATURES
+
+        return NO_LOG_COLUMNS | (set(SHARE_FEATURES) if self.physics is not None else set())
+
+    def physics_frame(self, X: pd.DataFrame) -> pd.DataFrame:
+        """The per-kernel physics estimate of every row (src/features/layer_physics.py), memoised."""
+        from .layer_physics import PhysicsConstants, cached_price
+
+        if self.physics is None:
+            raise ValueError("PerfFeatures has no kernel profiles (physics=None)")
+        tf32 = None
+        if self.release_column:
+            tf32 = self.release(X)["tf32_conv_default"].to_numpy() > 0
+        return cached_price(X, self.physics, PhysicsConstants.from_config(self.physics_constants), tf32)
 
     def release(self, X: pd.DataFrame) -> pd.DataFrame:
         fw = X["framework"].astype(str).to_numpy()
@@ -160,16 +191,20 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         return pd.DataFrame(release_features(fw, rel), index=X.index)
 
     def transform(self, X: pd.DataFrame) -> pd.DataFrame:
-        raw_cols = list(self.numeric_inputs) + list(self.gpu_features) + list(self.ptx_features)
+        specs = list(self.gpu_features) if self.spec_features else []
+        raw_cols = list(self.numeric_inputs) + specs + list(self.ptx_features)
         num = X[raw_cols].astype(float)
         if self.engineered:
             num = pd.concat([num, engineer(X)], axis=1)
         if self.release_column:
             num = pd.concat([num, self.release(X)], axis=1)
+        if self.physics is not None:
+            num = pd.concat([num, self.physics_frame(X)], axis=1)
+        no_log = self._no_log()
         out = pd.DataFrame(index=X.index)
         for col in num.columns:
             v = num[col].to_numpy(dtype=float)
-            if col in NO_LOG_COLUMNS:
+            if col in no_log:
                 out[col] = v
             elif col in LOG1P_COLUMNS or col in set(self.ptx_features):
                 out[f"log1p_{col}"] = np.log1p(np.clip(v, 0.0, None))
@@ -181,8 +216,9 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
 
     def get_feature_names_out(self, input_features=None):
         names = []
+        no_log = self._no_log()
         for col in self.numeric_names():
-            if col in NO_LOG_COLUMNS:
+            if col in no_log:
                 names.append(col)
             elif col in LOG1P_COLUMNS or col in set(self.ptx_features):
                 names.append(f"log1p_{col}")
@@ -191,8 +227,14 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         return np.array(names + self.encoded_categoricals(), dtype=object)
 
 
-def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool) -> Pipeline:
-    """PerfFeatures -> (scaled) numerics + one-hot categoricals, with readable output feature names."""
+def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool, physics=None,
+                      physics_constants: dict | None = None) -> Pipeline:
+    """PerfFeatures -> (scaled) numerics + one-hot categoricals, with readable output feature names.
+
+    `physics` (a ProfileIndex) is required when the feature set says `physics: true`."""
+    if feat_cfg.get("physics") and physics is None:
+        raise ValueError(f"features={feat_cfg.get('name')} uses the physics estimate but no kernel profiles "
+                         "were given (data.kernel_profiles)")
     perf = PerfFeatures(
         numeric_inputs=list(feat_cfg["numeric_inputs"]),
         categorical_inputs=list(feat_cfg["categorical_inputs"]),
@@ -200,6 +242,9 @@ def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool) -> P
         ptx_features=list(ptx_features),
         engineered=bool(feat_cfg.get("engineered", True)),
         release_column=feat_cfg.get("release_column"),
+        physics=physics if feat_cfg.get("physics") else None,
+        physics_constants=physics_constants,
+        spec_features=bool(feat_cfg.get("spec_features", True)),
     )
     numeric = [n for n in perf.get_feature_names_out() if n not in set(perf.categorical_inputs)]
     encode = ColumnTransformer(
@@ -213,6 +258,10 @@ def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool) -> P
     return Pipeline([("perf", perf), ("encode", encode)])
 
 
+# Extra raw columns of the physics estimate: which CNN (its kernel profile) and which GPU (GeForce rate rule).
+PHYSICS_INPUTS = ["model_key", "gpu"]
+
+
 def input_columns(feat_cfg: dict, ptx_features: list[str]) -> list[str]:
     """Raw columns the Pipeline (and so the logged sklearn model) expects, in order."""
     return (
@@ -220,4 +269,5 @@ def input_columns(feat_cfg: dict, ptx_features: list[str]) -> list[str]:
         + list(feat_cfg["categorical_inputs"])
         + list(feat_cfg["gpu_features"])
         + list(ptx_features)
+        + (PHYSICS_INPUTS if feat_cfg.get("physics") else [])
     )

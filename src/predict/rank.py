@@ -41,7 +41,10 @@ def request_frame(cnn: CnnFeatures, gpus: pd.DataFrame, batch_sizes: list[int], 
     bad = [b for b in batch_sizes if int(b) != b or b < 1]
     if bad:
         raise ValueError(f"batch sizes must be whole numbers >= 1, got {bad}")
-    rows = [{"gpu": g, "param_count_m": cnn.param_count_m, "gmacs": cnn.gmacs, "activations_m": cnn.activations_m,
+    # model_key names the CNN's kernel profile for models with the physics estimate (an unknown name is priced
+    # from the whole-network numbers); other models ignore it.
+    rows = [{"gpu": g, "model_key": cnn.name, "param_count_m": cnn.param_count_m, "gmacs": cnn.gmacs,
+             "activations_m": cnn.activations_m,
              "batch_size": int(b), "img_size": int(cnn.img_size), "precision": precision, "mode": mode,
              "memory_layout": layout, "compile_mode": compile_mode, "framework": framework,
              "framework_version": framework_version, "family": family}

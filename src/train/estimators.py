@@ -9,6 +9,7 @@ import optuna
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.pipeline import Pipeline
 
+from src.features.baseline import PhysicsBaselineRegressor
 from src.features.engineer import make_preprocessor
 
 
@@ -35,18 +36,44 @@ def suggest(trial: optuna.Trial, space: dict) -> dict:
     return params
 
 
-def build_model(model_cfg: dict, feat_cfg: dict, ptx_features: list[str], params: dict, log_target: bool):
-    """features Pipeline + estimator, wrapped so it is fitted on log(target) and predicts the original scale."""
+def monotone_constraints(estimator, feature_names: list[str], monotone: dict | None) -> dict[str, int] | None:
+    """{feature: +1/-1} of `monotone` restricted to features present, for estimators that take
+    `monotone_constraints` by feature name (XGBoost); None where none applies."""
+    if not monotone or "monotone_constraints" not in estimator.get_params():
+        return None
+    present = {k: int(v) for k, v in monotone.items() if k in set(feature_names)}
+    return present or None
+
+
+def build_model(model_cfg: dict, feat_cfg: dict, ptx_features: list[str], params: dict,
+                log_target: bool | None = None, target_cfg: dict | None = None, physics=None,
+                physics_constants: dict | None = None):
+    """features Pipeline + estimator, wrapped for the target: log(target) (predictions on the original scale), or
+    the efficiency log(target / physics estimate) when the target config says `baseline: physics`.
+
+    Monotone constraints (target config `monotone`: feature -> +1/-1) go to estimators that support them."""
+    target_cfg = dict(target_cfg or {"log": bool(log_target)})
     est = estimator_class(model_cfg["estimator"])(**dict(model_cfg.get("fixed") or {}), **params)
-    pipe = Pipeline([("features", make_preprocessor(feat_cfg, ptx_features, bool(model_cfg.get("scale")))),
-                     ("model", est)])
-    if not log_target:
+    pre = make_preprocessor(feat_cfg, ptx_features, bool(model_cfg.get("scale")), physics, physics_constants)
+    names = [str(n) for n in pre.named_steps["perf"].get_feature_names_out()]
+    constraints = monotone_constraints(est, names, target_cfg.get("monotone"))
+    if constraints:
+        pre.set_output(transform="pandas")  # XGBoost maps constraints by column name
+        est.set_params(monotone_constraints=constraints)
+    pipe = Pipeline([("features", pre), ("model", est)])
+    if target_cfg.get("baseline") == "physics":
+        if not target_cfg.get("log"):
+            raise ValueError("target.baseline=physics models log(target / estimate): set target.log=true")
+        return PhysicsBaselineRegressor(regressor=pipe)
+    if not target_cfg.get("log"):
         return pipe
     return TransformedTargetRegressor(regressor=pipe, func=np.log, inverse_func=np.exp, check_inverse=False)
 
 
 def inner_pipeline(model) -> Pipeline:
-    return model.regressor_ if isinstance(model, TransformedTargetRegressor) else model
+    if isinstance(model, TransformedTargetRegressor | PhysicsBaselineRegressor):
+        return model.regressor_
+    return model
 
 
 def feature_names(model) -> list[str]:

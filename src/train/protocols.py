@@ -10,7 +10,10 @@ so every protocol below keeps a configuration's rows together, and so does tunin
 - random_rows: the old row-level 70/30 split, kept only to show how much twins flatter it;
 - leave_model_out: every row of a CNN architecture (model_key) held out together, GroupKFold;
 - leave_gpu_out: each GPU held out in turn;
-- leave_family_out: CNN families held out in groups, GroupKFold.
+- leave_family_out: CNN families held out in groups, GroupKFold;
+- leave_arch_out: GPU architectures held out by age: train on older architectures, test on newer ones
+  (ARCH_FOLDS: Ada/Hopper/Blackwell from everything older; Ampere from Pascal-Turing), the question a designer
+  asks about a GPU generation nobody has measured yet.
 """
 
 from __future__ import annotations
@@ -23,8 +26,18 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupKFold, GroupShuffleSplit, KFold, train_test_split
 
-PROTOCOLS = ("random", "random_rows", "leave_model_out", "leave_gpu_out", "leave_family_out")
-GROUPED = ("leave_model_out", "leave_gpu_out", "leave_family_out")
+PROTOCOLS = ("random", "random_rows", "leave_model_out", "leave_gpu_out", "leave_family_out", "leave_arch_out")
+GROUPED = ("leave_model_out", "leave_gpu_out", "leave_family_out", "leave_arch_out")
+# GPU architectures by compute capability (NVIDIA's CUDA tables): [low, high) per name.
+ARCHITECTURES = (("Kepler", 3.0, 5.0), ("Maxwell", 5.0, 6.0), ("Pascal", 6.0, 7.0), ("Volta", 7.0, 7.5),
+                 ("Turing", 7.5, 8.0), ("Ampere", 8.0, 8.9), ("Ada", 8.9, 9.0), ("Hopper", 9.0, 10.0),
+                 ("Blackwell", 10.0, 13.0))
+# leave_arch_out folds: (name, architectures trained on, architectures held out).
+ARCH_FOLDS = (
+    ("ada_hopper_blackwell", ("Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere"),
+     ("Ada", "Hopper", "Blackwell")),
+    ("ampere", ("Pascal", "Volta", "Turing"), ("Ampere",)),
+)
 # What a configuration is: the workload, not the software release that ran it or the run that measured it.
 CONFIG_COLUMNS = ("model_key", "gpu", "batch_size", "img_size", "precision", "mode", "memory_layout",
                   "compile_mode", "framework")
@@ -57,6 +70,18 @@ def model_labels(df: pd.DataFrame) -> pd.Series:
     return df["model_key"].fillna(df["model"]).astype(str)
 
 
+def architecture_labels(df: pd.DataFrame) -> np.ndarray:
+    """GPU architecture name per row from its compute capability; an unmapped capability stops with its value."""
+    cc = df["compute_capability"].astype(float).to_numpy()
+    out = np.full(len(cc), "", dtype=object)
+    for name, lo, hi in ARCHITECTURES:
+        out[(cc >= lo) & (cc < hi)] = name
+    if (out == "").any():
+        raise ValueError(f"compute capability {sorted(float(v) for v in set(cc[out == '']))} maps to no "
+                         f"architecture {ARCHITECTURES}")
+    return out.astype(str)
+
+
 def group_labels(df: pd.DataFrame, protocol: str) -> np.ndarray:
     """The labels a protocol holds out together (and groups tuning CV by)."""
     if protocol in ("random", "random_rows"):
@@ -67,6 +92,8 @@ def group_labels(df: pd.DataFrame, protocol: str) -> np.ndarray:
         return df["gpu"].astype(str).to_numpy()
     if protocol == "leave_family_out":
         return family_labels(df).to_numpy()
+    if protocol == "leave_arch_out":
+        return df["gpu"].astype(str).to_numpy()  # tuning CV inside a fold: GPUs of the trained architectures
     raise ValueError(f"unknown protocol {protocol!r}; choose from {PROTOCOLS}")
 
 
@@ -116,7 +143,25 @@ def grouped_folds(df: pd.DataFrame, protocol: str, cfg: dict, seed: int) -> tupl
     if protocol == "leave_model_out":
         return _shuffled_group_kfold(model_labels(df).to_numpy(), cfg["leave_model_out"]["n_groups"], seed,
                                      "models"), []
+    if protocol == "leave_arch_out":
+        return arch_folds(df)
     raise ValueError(f"unknown grouped protocol {protocol!r}; choose from {GROUPED}")
+
+
+def arch_folds(df: pd.DataFrame) -> tuple[list[Fold], list[str]]:
+    """ARCH_FOLDS over the rows: train on the older architectures, test on the held-out ones (rows of other
+    architectures are in neither part). A fold with no test or no training rows is skipped and named."""
+    arch = architecture_labels(df)
+    folds, skipped = [], []
+    for name, trained, held in ARCH_FOLDS:
+        train = np.flatnonzero(np.isin(arch, trained))
+        test = np.flatnonzero(np.isin(arch, held))
+        if len(train) == 0 or len(test) == 0:
+            skipped.append(name)
+            continue
+        gpus = sorted(set(df["gpu"].astype(str).to_numpy()[test]))
+        folds.append(Fold(name, train, test, gpus))
+    return folds, skipped
 
 
 def outer_folds(df: pd.DataFrame, protocol: str, cfg: dict, seed: int) -> tuple[list[Fold], list[str]]:

@@ -49,7 +49,7 @@ log = logging.getLogger("cnnperf.train")
 METRIC_KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
 # The column whose values name a protocol's per-group table (median / worst group).
 GROUP_TABLE = {"random": "gpu", "random_rows": "gpu", "leave_model_out": "family", "leave_gpu_out": "gpu",
-               "leave_family_out": "family"}
+               "leave_family_out": "family", "leave_arch_out": "gpu"}
 
 
 def load_dataset(c: dict, root: Path = REPO_ROOT) -> pd.DataFrame:
@@ -264,7 +264,7 @@ class Trainer:
                       "aggregation": "pooled over all held-out rows (n = rows scored); median/worst over groups "
                                      f"of >= {c['split']['min_group_rows']} rows"}
             if serve:
-                info = log_served_model(model, c, self.df, folds[0].test, self.name)
+                info = log_served_model(model, c, self.df, folds[0].test, self.name, train_rows=folds[0].train)
                 mlflow.set_tag("model_uri", info.model_uri)
                 result.update({"model_uri": info.model_uri, "best_params": fold_params[folds[0].name],
                                "train_rows": int(len(folds[0].train))})

@@ -31,4 +31,5 @@ def overrides(processed: Path, tmp: Path) -> list[str]:
     return [f"data.measurements={processed / 'measurements.parquet'}", f"data.gpus={processed / 'gpus.parquet'}",
             f"data.static_features={processed / 'static_features.parquet'}",
             f"data.ptx_counts={processed / 'ptx_counts.parquet'}", f"data.dataset={tmp / 'dataset.parquet'}",
+            f"data.kernel_profiles={tmp / 'kernel_profiles.parquet'}",
             f"mlflow.tracking_uri=sqlite:///{tmp}/mlflow.db", f"mlflow.artifact_root=file://{tmp}/mlartifacts"]

@@ -116,3 +116,18 @@ def test_serve_valid_then_malformed_then_valid(server):
 
     r = post(server, [VALID])
     assert r.status_code == 200 and r.json()["predictions"][0]["latency_ms"] == pytest.approx(preds[0]["latency_ms"])
+
+
+def test_serve_answers_any_gpu_and_marks_extrapolation(server):
+    """A GPU nobody measured (the tiny table has four) is answered, flagged, with the reason; so is a batch size
+    beyond the training range. In-range rows say so."""
+    r = post(server, [VALID, {**VALID, "gpu": "H100 SXM5 80 GB"}, {**VALID, "batch_size": 4096},
+                      {**VALID, "model_key": "resnet50"}])
+    assert r.status_code == 200, r.text
+    known, h100, huge, named = r.json()["predictions"]
+    assert known["in_training_range"] is True and known["extrapolation"] == ""
+    assert h100["in_training_range"] is False and "GPU not in the training data" in h100["extrapolation"]
+    assert "memory_bandwidth_gbs" in h100["extrapolation"]  # faster memory than any measured GPU
+    assert h100["latency_ms"] > 0
+    assert huge["in_training_range"] is False and "batch_size 4096 outside the training range" in huge["extrapolation"]
+    assert named["latency_ms"] > 0 and named["in_training_range"] is True

@@ -5,6 +5,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from src.config import REPO_ROOT, compose
+from src.features.kernels import LAYER_COLUMNS, kernel_profiles
+from src.features.layer_physics import ProfileIndex
 from src.train.estimators import build_model, estimator_class, suggest
 
 MODELS = ["lr", "knn", "rf", "dt", "xgb"]
@@ -19,8 +21,14 @@ def test_each_model_composes(model):
     assert c["model"]["search_space"], f"{model}: empty search space"
     # Every parameter of the space is accepted by the estimator.
     params = suggest(optuna.trial.FixedTrial(_first_values(c["model"]["search_space"])), c["model"]["search_space"])
-    built = build_model(c["model"], c["features"], [], params, log_target=True)
+    import pandas as pd
+
+    layers = pd.read_parquet(REPO_ROOT / "data" / "processed" / "layers.parquet", columns=LAYER_COLUMNS,
+                             filters=[("model_key", "==", "resnet18")])
+    built = build_model(c["model"], c["features"], [], params, target_cfg=c["target"],
+                        physics=ProfileIndex(kernel_profiles(layers)), physics_constants=c["physics"])
     assert built.regressor.named_steps["model"].get_params()  # constructs without error
+    assert c["features"]["name"] == "physics" and c["target"]["baseline"] == "physics"  # the defaults
 
 
 def _first_values(space: dict) -> dict:
@@ -34,7 +42,8 @@ def test_uris_are_absolute_and_chdir_off(monkeypatch):
     assert c["mlflow"]["tracking_uri"] == f"sqlite:///{REPO_ROOT}/mlflow.db"
     assert c["sweep"]["storage"] == f"sqlite:///{REPO_ROOT}/optuna.db"
     assert c["mlflow"]["artifact_root"] == f"file://{REPO_ROOT}/mlartifacts"
-    assert c["split"]["protocols"] == ["random", "random_rows", "leave_model_out", "leave_gpu_out", "leave_family_out"]
+    assert c["split"]["protocols"] == ["random", "random_rows", "leave_model_out", "leave_gpu_out", "leave_family_out",
+                                             "leave_arch_out"]
 
 
 def test_tracking_uri_env_override(monkeypatch):

@@ -1,12 +1,14 @@
 """Protocols keep held-out groups out of training and tuning."""
 
 import numpy as np
+import pytest
 from omegaconf import OmegaConf
 
 from src.config import compose
 from src.features.dataset import build_dataset
 from src.train.protocols import (
     PROTOCOLS,
+    architecture_labels,
     config_ids,
     cv_splits,
     grouped_folds,
@@ -96,3 +98,25 @@ def test_leave_family_out_groups_are_disjoint(tmp_path):
         seen |= test_fams
     assert seen == set(df["family"])
     assert np.array_equal(np.sort(np.concatenate([f.test for f in folds])), np.arange(len(df)))
+
+
+def test_leave_arch_out_trains_only_on_older_architectures(tmp_path):
+    df, c = dataset(tmp_path)
+    folds, skipped = grouped_folds(df, "leave_arch_out", c["split"], 42)
+    arch = architecture_labels(df)
+    by_name = {f.name: f for f in folds}
+    assert set(by_name) == {"ada_hopper_blackwell", "ampere"} and skipped == []
+    newest = by_name["ada_hopper_blackwell"]
+    assert set(arch[newest.test]) == {"Ada", "Blackwell"} and set(arch[newest.train]) == {"Volta", "Ampere"}
+    assert newest.held_out == ["GeForce RTX 4090", "GeForce RTX 5090"]
+    ampere = by_name["ampere"]
+    assert set(arch[ampere.test]) == {"Ampere"} and set(arch[ampere.train]) == {"Volta"}
+    for f in folds:
+        assert not set(df["gpu"].iloc[f.train]) & set(df["gpu"].iloc[f.test])
+
+
+def test_architecture_of_an_unmapped_capability_is_an_error(tmp_path):
+    df, _ = dataset(tmp_path)
+    df.loc[0, "compute_capability"] = 2.0
+    with pytest.raises(ValueError, match=r"compute capability \[2.0\]"):
+        architecture_labels(df)

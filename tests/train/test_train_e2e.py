@@ -40,7 +40,10 @@ def test_logged_metric_names_and_tags(store):
 
 def test_reports_written(store):
     s = store["summaries"]["dt"]
-    assert set(s["protocols"]) == {"random", "random_rows", "leave_model_out", "leave_gpu_out", "leave_family_out"}
+    assert set(s["protocols"]) == {"random", "random_rows", "leave_model_out", "leave_gpu_out", "leave_family_out",
+                                   "leave_arch_out"}
+    # the tiny table's GPUs: Volta + Ampere -> Ada + Blackwell, and Volta -> Ampere
+    assert s["protocols"]["leave_arch_out"]["folds"] == 2
     assert len({r["budget"]["n_trials"] for r in s["protocols"].values()}) == 1  # one budget for every protocol
     split = json.loads((store["tmp"] / "reports" / "dt" / "leave_model_out" / "split.json").read_text())
     assert split["fingerprint"] == s["protocols"]["leave_model_out"]["split_fingerprint"]

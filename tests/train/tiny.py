@@ -88,10 +88,11 @@ def write_tables(folder: Path, seed: int = 0) -> dict[str, str]:
         "data.static_features": str(folder / "static_features.parquet"),
         "data.ptx_counts": str(folder / "ptx_counts.parquet"),
         "data.dataset": str(folder / "dataset.parquet"),
+        "data.kernel_profiles": str(folder / "kernel_profiles.parquet"),
     }
 
 
-ALL_PROTOCOLS = "[random,random_rows,leave_model_out,leave_gpu_out,leave_family_out]"
+ALL_PROTOCOLS = "[random,random_rows,leave_model_out,leave_gpu_out,leave_family_out,leave_arch_out]"
 
 
 def overrides(tmp: Path, n_trials: int = 2, protocols: str = ALL_PROTOCOLS) -> list[str]:

@@ -1,0 +1,88 @@
+"""Kernel profiles: the kernels each CNN launches, compacted so any GPU can price them.
+
+Why a separate table: the per-operator table of the `layers` stage (data/processed/layers.parquet, 2.5 M rows)
+records every aten operator of every measured CNN, including views and allocations that launch nothing. Pricing
+needs only the operators that launch a kernel, and identical kernels (the same shapes repeated block after block)
+price identically, so they are kept once with a `count`. The result (~0.3 M rows) travels inside the served
+model, which can then price a known CNN on any GPU without the zoo.
+
+Columns per kernel (quantities per the layer table's rule q = q_fixed + q_per_sample x batch, element counts):
+`kernel_class` "mac" (conv, grouped conv, matmul, attention: tensor-core eligible), "depthwise" (depthwise conv:
+CUDA cores, usually memory bound) or "other" (everything else: norm, activation, elementwise, pooling, copies,
+reductions); `out_pixels` (output elements per sample / output channels, for the GEMM grid of conv kernels);
+`c_out` (output channels of a conv, the last output dimension of a matmul); and `count` (how many times the
+kernel is launched in that pass).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+PROFILE_KEYS = ["model_key", "img_size", "pass"]
+QUANTITIES = ["flops_fixed", "flops_per_sample", "in_elems_fixed", "in_elems_per_sample", "out_elems_fixed",
+              "out_elems_per_sample", "other_bytes_fixed", "other_bytes_per_sample", "weight_elems"]
+MAC_KINDS = ("conv", "grouped_conv", "matmul", "attention")
+KERNEL_CLASSES = ("mac", "depthwise", "other")
+LAYER_COLUMNS = ["model_key", "img_size", "pass", "kind", "launches_kernel", "c_out", "out_shape", "param_elems_new",
+                 *QUANTITIES]
+
+
+class ProfileError(ValueError):
+    """The layer table lacks a column or holds an impossible value (message names the table and the column)."""
+
+
+def kernel_class(kind: pd.Series) -> np.ndarray:
+    """mac / depthwise / other per operator kind (see the module docstring)."""
+    k = kind.astype(str).to_numpy()
+    return np.where(np.isin(k, MAC_KINDS), "mac", np.where(k == "depthwise_conv", "depthwise", "other"))
+
+
+def kernel_profiles(layers: pd.DataFrame, source: str = "layers table") -> pd.DataFrame:
+    """Launched kernels of every (model_key, img_size, pass), identical kernels merged with a `count`.
+
+    Also returns, per (model_key, img_size), the trainable parameter count (`params_elems` on every row of the
+    forward pass) that the optimizer step of a training row reads and writes.
+    """
+    missing = [c for c in LAYER_COLUMNS if c not in layers.columns]
+    if missing:
+        raise ProfileError(f"{source}: missing column(s) {missing}")
+    k = layers.loc[layers["launches_kernel"].astype(bool), LAYER_COLUMNS].copy()
+    values = k[QUANTITIES].to_numpy(dtype=float)
+    if not np.isfinite(values).all() or (values < 0).any():
+        bad = k.loc[~(np.isfinite(values) & (values >= 0)).all(axis=1)].iloc[0]
+        raise ProfileError(f"{source}: negative or non-finite quantity in {bad['model_key']} "
+                           f"img_size {bad['img_size']} pass {bad['pass']} ({bad['kind']})")
+    k["kernel_class"] = kernel_class(k["kind"])
+    # GEMM columns of a kernel: a conv's output channels; a matmul's last output dimension (M x N, batched B x M x N).
+    last_dim = pd.to_numeric(k["out_shape"].astype(str).str.rsplit("x", n=1).str[-1], errors="coerce")
+    k["c_out"] = k["c_out"].astype(float).fillna(last_dim.where(k["kernel_class"] == "mac"))
+    k["c_out"] = k["c_out"].where(k["kernel_class"] != "other", 0.0).fillna(0.0)
+    k["out_pixels"] = np.where(k["c_out"] > 0, k["out_elems_per_sample"].astype(float) / k["c_out"].clip(lower=1),
+                               0.0)
+    for col in ("model_key", "pass"):
+        k[col] = k[col].astype(str)
+    k["img_size"] = k["img_size"].astype(int)
+    group = PROFILE_KEYS + ["kernel_class", "c_out", "out_pixels", *QUANTITIES]
+    prof = k.groupby(group, sort=True, observed=True).size().rename("count").reset_index()
+    params = (layers.loc[layers["pass"].astype(str) == "forward"]
+              .groupby([layers["model_key"].astype(str), layers["img_size"].astype(int)], observed=True)
+              ["param_elems_new"].sum().rename("param_elems"))
+    prof = prof.merge(params.reset_index(), on=["model_key", "img_size"], how="left")
+    prof["param_elems"] = prof["param_elems"].fillna(0.0)
+    for col in [*QUANTITIES, "c_out", "out_pixels", "param_elems"]:
+        prof[col] = prof[col].astype(np.float64)
+    prof["count"] = prof["count"].astype(np.int32)
+    return prof.sort_values(group).reset_index(drop=True)
+
+
+def write_profiles(layers_path: Path, out: Path) -> pd.DataFrame:
+    """Read the layer table, compact it and write the profile table (sorted, so the file is deterministic)."""
+    if not layers_path.exists():
+        raise ProfileError(f"{layers_path}: layer table not found (DVC stage `layers`)")
+    prof = kernel_profiles(pd.read_parquet(layers_path, columns=LAYER_COLUMNS), str(layers_path))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    prof.to_parquet(out, index=False)
+    return prof

@@ -1,0 +1,287 @@
+"""Physics estimate of one step of a CNN on a target GPU, kernel by kernel (docs/physics.md "Network estimate").
+
+Why: a regressor that maps GPU specs to latency cannot answer for a GPU faster than any it saw; a physical time
+computed per kernel on the target GPU can, and a learner then corrects only how far reality is from it.
+
+Per kernel k of the CNN's pass(es) (forward for inference; train_forward + backward, plus an optimizer update,
+for training), at batch b and the row's precision:
+    FLOPs_k = flops_fixed + flops_per_sample x b
+    bytes_k = (in + weights + out elements) x bytes per element + other bytes
+    t_k = max(FLOPs_k / (peak_k x wave efficiency_k), bytes_k / DRAM bandwidth, kernel floor)
+peak_k: `src.features.physics.peak_tflops` for "mac" kernels (tensor cores for fp16/bf16/AMP/int8, TF32 for fp32
+convolutions where the framework release enables it), the CUDA-core rate for depthwise and other kernels. Wave
+efficiency (mac kernels whose output grows with the batch): a nominal 128 x 128-tile implicit GEMM grid over
+(batch x output pixels) x output channels on the GPU's SMs, one resident block per SM (`physics.wave_efficiency`);
+weight-gradient GEMMs (output = the weight, reduction over the batch) run split-K and fill the GPU. The kernel
+floor is the shortest back-to-back kernel a GPU runs (launch + drain). The optimizer step of a training row moves
+`optimizer_bytes_per_param` bytes per trainable parameter (SGD with momentum on fp32 master weights: read
+weight, gradient, momentum; write weight, momentum = 20 bytes).
+The host issues one kernel per operator in eager mode (framework dispatch), fewer with a compiler or a fusing
+runtime; the GPU runs while the host issues, so the step takes max(sum_k t_k, kernels x dispatch time).
+Aggregates the learner may use: the shares of kernel time that are compute-, memory- and floor-bound, the
+kernel count, the largest kernel's share, the mean wave efficiency of mac kernels, the share of bytes in
+kernels whose working set fits in L2, and dispatch / kernel time.
+A CNN without a profile at the row's input size is priced from its whole-network numbers (GMACs, parameters,
+activations) as one kernel, with `has_layer_profile` 0 so the learner knows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .engineer import BYTES_PER_ELEMENT, HALF_PRECISIONS, engineer
+from .kernels import PROFILE_KEYS, QUANTITIES
+from .physics import peak_tflops, wave_efficiency
+
+# Passes priced per mode.
+PASSES_BY_MODE = {"inference": ("forward",), "training": ("train_forward", "backward")}
+# Features added to the Pipeline (positive magnitudes are logged by PerfFeatures, shares are not).
+TIME_FEATURES = ["t_physics_ms", "t_kernels_ms", "t_dispatch_ms", "n_kernels"]
+SHARE_FEATURES = ["compute_bound_share", "memory_bound_share", "floor_bound_share", "largest_kernel_share",
+                  "mac_wave_efficiency", "l2_resident_share", "dispatch_over_kernels", "has_layer_profile"]
+PHYSICS_FEATURES = TIME_FEATURES + SHARE_FEATURES
+# Columns a row needs to be priced (besides the GPU spec columns of `GPU_COLUMNS`).
+ROW_COLUMNS = ["model_key", "img_size", "batch_size", "precision", "mode", "compile_mode", "gmacs", "param_count_m",
+               "activations_m"]
+GPU_COLUMNS = ["gpu", "memory_bandwidth_gbs", "fp32_tflops", "fp16_tflops", "tensor_fp16_tflops", "fp64_tflops",
+               "tensor_cores", "compute_capability", "sm_count", "l2_cache_mb"]
+NOMINAL_TILE = 128.0
+
+
+@dataclass(frozen=True)
+class PhysicsConstants:
+    """The few hardware/software constants the estimate assumes (conf/physics/default.yaml documents each)."""
+
+    kernel_floor_us: float = 2.0
+    dispatch_us: dict = field(default_factory=lambda: {"eager": 6.0, "torch_compile": 2.0, "xla": 2.0,
+                                                       "tensorrt": 0.5, "xla_tensorrt": 1.0})
+    training_dispatch_factor: float = 1.5
+    optimizer_bytes_per_param: float = 20.0
+    blocks_per_sm: float = 1.0
+
+    @classmethod
+    def from_config(cls, cfg: dict | None) -> PhysicsConstants:
+        cfg = dict(cfg or {})
+        known = {k: cfg[k] for k in cls.__dataclass_fields__ if k in cfg}
+        unknown = sorted(set(cfg) - set(cls.__dataclass_fields__) - {"name"})
+        if unknown:
+            raise ValueError(f"physics config: unknown key(s) {unknown}; known: {sorted(cls.__dataclass_fields__)}")
+        return cls(**known)
+
+
+class ProfileIndex:
+    """Kernel profiles as contiguous NumPy arrays, addressed by (model_key, img_size, pass).
+
+    Carried inside the fitted Pipeline (so inside the served model); a small cache keyed by the content of the
+    rows priced makes repeated pricing of the same training rows (trials, folds) free.
+    """
+
+    def __init__(self, profiles: pd.DataFrame):
+        prof = profiles.sort_values(PROFILE_KEYS, kind="stable").reset_index(drop=True)
+        keys = list(zip(prof["model_key"].astype(str), prof["img_size"].astype(int), prof["pass"].astype(str),
+                        strict=True))
+        self.ranges: dict[tuple[str, int, str], tuple[int, int]] = {}
+        start = 0
+        for i in range(1, len(keys) + 1):
+            if i == len(keys) or keys[i] != keys[start]:
+                self.ranges[keys[start]] = (start, i)
+                start = i
+        self.q = {c: prof[c].to_numpy(dtype=np.float64) for c in QUANTITIES}
+        self.count = prof["count"].to_numpy(dtype=np.float64)
+        self.mac = (prof["kernel_class"].astype(str) == "mac").to_numpy()
+        self.depthwise = (prof["kernel_class"].astype(str) == "depthwise").to_numpy()
+        self.c_out = prof["c_out"].to_numpy(dtype=np.float64)
+        self.out_pixels = prof["out_pixels"].to_numpy(dtype=np.float64)
+        self.param_elems = prof["param_elems"].to_numpy(dtype=np.float64)
+        self.models = sorted({k[0] for k in self.ranges})
+        self._cache: dict[str, dict[str, np.ndarray]] = {}
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_cache"] = {}
+        return state
+
+    def __deepcopy__(self, memo):
+        return self  # read-only arrays: sklearn's clone of a Pipeline shares one index (and its cache)
+
+    def has(self, model_key: str, img_size: int, mode: str = "inference") -> bool:
+        return all((model_key, int(img_size), p) in self.ranges for p in PASSES_BY_MODE[mode])
+
+    def __len__(self) -> int:
+        return len(self.count)
+
+
+def _row_hash(X: pd.DataFrame, constants: PhysicsConstants) -> str:
+    cols = [c for c in ROW_COLUMNS + GPU_COLUMNS + ["tf32"] if c in X.columns]
+    h = pd.util.hash_pandas_object(X[cols], index=False).to_numpy()
+    return hashlib.md5(h.tobytes() + repr(constants).encode()).hexdigest()
+
+
+def _pairs(index: ProfileIndex, model_key: np.ndarray, img_size: np.ndarray, mode: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row of each pair, kernel of each pair, rows with a profile) for every kernel of every row's passes."""
+    n = len(model_key)
+    starts, lengths, owners = [], [], []
+    found = np.zeros(n, dtype=bool)
+    keys = pd.DataFrame({"m": model_key, "s": img_size, "d": mode})
+    for (m, s, d), rows in keys.groupby(["m", "s", "d"], sort=False).indices.items():
+        passes = PASSES_BY_MODE.get(str(d), PASSES_BY_MODE["inference"])
+        spans = [index.ranges.get((str(m), int(s), p)) for p in passes]
+        if any(sp is None for sp in spans):
+            continue
+        found[rows] = True
+        for a, b in spans:
+            starts.append(np.full(len(rows), a))
+            lengths.append(np.full(len(rows), b - a))
+            owners.append(rows)
+    if not starts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), found
+    start = np.concatenate(starts)
+    length = np.concatenate(lengths)
+    owner = np.concatenate(owners)
+    order = np.argsort(owner, kind="stable")
+    start, length, owner = start[order], length[order], owner[order]
+    pair_row = np.repeat(owner, length)
+    offsets = np.arange(length.sum()) - np.repeat(np.cumsum(length) - length, length)
+    pair_kernel = np.repeat(start, length) + offsets
+    return pair_row, pair_kernel, found
+
+
+def _cuda_core_peak(precision: np.ndarray, gpu: pd.DataFrame) -> np.ndarray:
+    fp32 = gpu["fp32_tflops"].to_numpy(dtype=float)
+    fp16 = gpu["fp16_tflops"].to_numpy(dtype=float)
+    half = np.isin(precision, list(HALF_PRECISIONS))
+    return np.where(half, np.maximum(fp16, fp32), np.where(precision == "fp64",
+                                                          gpu["fp64_tflops"].to_numpy(dtype=float), fp32))
+
+
+def price_rows(X: pd.DataFrame, index: ProfileIndex, constants: PhysicsConstants | None = None,
+               tf32: np.ndarray | None = None) -> pd.DataFrame:
+    """PHYSICS_FEATURES per row of X (ROW_COLUMNS + GPU_COLUMNS); `tf32`: fp32 convolutions may use TF32."""
+    constants = constants or PhysicsConstants()
+    missing = [c for c in ROW_COLUMNS + GPU_COLUMNS if c not in X.columns]
+    if missing:
+        raise KeyError(f"physics estimate: missing column(s) {missing}")
+    n = len(X)
+    precision = X["precision"].astype(str).to_numpy()
+    mode = X["mode"].astype(str).to_numpy()
+    batch = X["batch_size"].to_numpy(dtype=float)
+    bpe = pd.Series(precision).map(BYTES_PER_ELEMENT).fillna(4.0).to_numpy()
+    tf32 = np.zeros(n, dtype=bool) if tf32 is None else np.asarray(tf32, dtype=bool)
+    gpu = X[GPU_COLUMNS].reset_index(drop=True)
+    mac_peak = peak_tflops(pd.Series(precision), gpu, tf32) * 1e12
+    core_peak = _cuda_core_peak(precision, gpu) * 1e12
+    bw = gpu["memory_bandwidth_gbs"].to_numpy(dtype=float) * 1e9
+    sms = gpu["sm_count"].to_numpy(dtype=float)
+    l2 = gpu["l2_cache_mb"].to_numpy(dtype=float) * 1e6
+    floor = constants.kernel_floor_us * 1e-6
+
+    row, ker, found = _pairs(index, X["model_key"].astype(str).to_numpy(), X["img_size"].to_numpy(dtype=int), mode)
+    q = {c: index.q[c][ker] for c in QUANTITIES}
+    b = batch[row]
+    flops = q["flops_fixed"] + q["flops_per_sample"] * b
+    elems = (q["in_elems_fixed"] + q["in_elems_per_sample"] * b + q["weight_elems"]
+             + q["out_elems_fixed"] + q["out_elems_per_sample"] * b)
+    nbytes = elems * bpe[row] + q["other_bytes_fixed"] + q["other_bytes_per_sample"] * b
+    mac = index.mac[ker]
+    blocks = np.ceil(b * index.out_pixels[ker] / NOMINAL_TILE) * np.ceil(index.c_out[ker] / NOMINAL_TILE)
+    # Outputs that do not grow with the batch (weight gradients: M x N = the weight, K = batch x pixels) run as
+    # split-K GEMMs that fill the GPU; the wave model applies to outputs that scale with the batch.
+    gridded = mac & (index.out_pixels[ker] > 0)
+    weff = np.where(gridded, wave_efficiency(blocks, sms[row], constants.blocks_per_sm), 1.0)
+    peak = np.where(mac, mac_peak[row], core_peak[row])
+    t_compute = flops / (peak * weff)
+    t_memory = nbytes / bw[row]
+    t_kernel = np.maximum(np.maximum(t_compute, t_memory), floor)
+    count = index.count[ker]
+    t_total = t_kernel * count
+
+    def per_row(values: np.ndarray) -> np.ndarray:
+        return np.bincount(row, weights=values, minlength=n)
+
+    t_kernels = per_row(t_total)
+    n_kernels = per_row(count)
+    compute_bound = per_row(np.where((t_compute >= t_memory) & (t_compute >= floor), t_total, 0.0))
+    floor_bound = per_row(np.where(np.maximum(t_compute, t_memory) < floor, t_total, 0.0))
+    largest = np.zeros(n)
+    np.maximum.at(largest, row, t_kernel)
+    mac_time = per_row(np.where(mac, t_total, 0.0))
+    wave = per_row(np.where(mac, t_total * weff, 0.0))
+    all_bytes = per_row(nbytes * count)
+    l2_bytes = per_row(np.where(nbytes <= l2[row], nbytes * count, 0.0))
+
+    training = mode == "training"
+    params = np.zeros(n)
+    if len(ker):
+        np.maximum.at(params, row, index.param_elems[ker])
+    t_kernels = t_kernels + np.where(training, params * constants.optimizer_bytes_per_param / bw, 0.0)
+
+    # Rows without a layer profile: the whole network as one kernel (engineer's roofline) and the median
+    # kernels per GMAC of the profiled rows, so dispatch is still counted.
+    if not found.all():
+        net = engineer(X.reset_index(drop=True))
+        miss = ~found
+        t_kernels[miss] = net["t_roofline_ms"].to_numpy()[miss] * 1e-3
+        gmacs = X["gmacs"].to_numpy(dtype=float)
+        ratio = np.median(n_kernels[found] / np.maximum(gmacs[found], 1e-3)) if found.any() else 100.0
+        n_kernels[miss] = np.maximum(1.0, ratio * gmacs[miss])
+        compute_bound[miss] = np.where(net["intensity_over_ridge"].to_numpy()[miss] >= 1, t_kernels[miss], 0.0)
+        floor_bound[miss] = 0.0
+        largest[miss] = t_kernels[miss]
+        mac_time[miss] = 0.0
+        all_bytes[miss] = net["bytes_step"].to_numpy()[miss]
+        l2_bytes[miss] = np.where(all_bytes[miss] <= l2[miss], all_bytes[miss], 0.0)
+
+    dispatch_us = pd.Series(X["compile_mode"].astype(str).to_numpy()).map(constants.dispatch_us)
+    dispatch_us = dispatch_us.fillna(constants.dispatch_us.get("eager", 6.0)).to_numpy(dtype=float)
+    t_dispatch = n_kernels * dispatch_us * 1e-6 * np.where(training, constants.training_dispatch_factor, 1.0)
+    t_physics = np.maximum(t_kernels, t_dispatch)
+    safe = np.maximum(t_kernels, 1e-12)
+    out = pd.DataFrame({
+        "t_physics_ms": t_physics * 1e3,
+        "t_kernels_ms": t_kernels * 1e3,
+        "t_dispatch_ms": t_dispatch * 1e3,
+        "n_kernels": n_kernels,
+        "compute_bound_share": np.clip(compute_bound / safe, 0, 1),
+        "memory_bound_share": np.clip((t_kernels - compute_bound - floor_bound) / safe, 0, 1),
+        "floor_bound_share": np.clip(floor_bound / safe, 0, 1),
+        "largest_kernel_share": np.clip(largest / safe, 0, 1),
+        "mac_wave_efficiency": np.where(mac_time > 0, wave / np.maximum(mac_time, 1e-30), 1.0),
+        "l2_resident_share": np.where(all_bytes > 0, l2_bytes / np.maximum(all_bytes, 1e-30), 0.0),
+        "dispatch_over_kernels": t_dispatch / safe,
+        "has_layer_profile": found.astype(float),
+    }, index=X.index)
+    return out
+
+
+def cached_price(X: pd.DataFrame, index: ProfileIndex, constants: PhysicsConstants,
+                 tf32: np.ndarray | None = None) -> pd.DataFrame:
+    """price_rows, memoised on the rows' content (training prices the same rows for every trial and fold)."""
+    key = _row_hash(X.assign(tf32=np.zeros(len(X), bool) if tf32 is None else np.asarray(tf32, bool)), constants)
+    hit = index._cache.get(key)
+    if hit is None:
+        hit = price_rows(X, index, constants, tf32)
+        if len(index._cache) > 64:
+            index._cache.clear()
+        index._cache[key] = hit
+    return hit.set_axis(X.index)
+
+
+@lru_cache(maxsize=4)
+def load_profile_index(path: str, layers_path: str | None = None) -> ProfileIndex:
+    """ProfileIndex of a kernel profile table (the `features` stage writes data/processed/kernel_profiles.parquet);
+    where that file is absent (a hold-out fit on tables of its own), compacted in memory from the layer table."""
+    if Path(path).exists():
+        return ProfileIndex(pd.read_parquet(path))
+    if layers_path and Path(layers_path).exists():
+        from .kernels import LAYER_COLUMNS, kernel_profiles
+
+        return ProfileIndex(kernel_profiles(pd.read_parquet(layers_path, columns=LAYER_COLUMNS), layers_path))
+    raise FileNotFoundError(f"{path}: kernel profiles not found, nor the layer table {layers_path}; build them "
+                            "with `python -m src.features` (DVC stage `features`, after the `layers` stage)")

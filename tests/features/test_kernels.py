@@ -1,0 +1,50 @@
+"""Kernel profiles from the committed per-operator table: what is kept, merged and refused."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from src.config import REPO_ROOT
+from src.features.kernels import LAYER_COLUMNS, ProfileError, kernel_profiles
+
+LAYERS = REPO_ROOT / "data" / "processed" / "layers.parquet"
+
+
+@pytest.fixture(scope="module")
+def resnet18() -> pd.DataFrame:
+    layers = pd.read_parquet(LAYERS, columns=LAYER_COLUMNS, filters=[("model_key", "==", "resnet18")])
+    return layers.loc[layers["img_size"] == 224]
+
+
+def test_every_launched_kernel_is_counted_once(resnet18):
+    prof = kernel_profiles(resnet18)
+    launched = resnet18.loc[resnet18["launches_kernel"]].groupby("pass", observed=True).size()
+    counted = prof.groupby("pass")["count"].sum()
+    assert counted.to_dict() == {k: int(v) for k, v in launched.items()}
+    # identical kernels merged: fewer rows than launches (ResNet repeats its blocks)
+    assert len(prof) < int(launched.sum())
+    # the FLOPs of a pass survive the merge exactly
+    fwd = resnet18.loc[(resnet18["pass"] == "forward") & resnet18["launches_kernel"]]
+    p = prof.loc[prof["pass"] == "forward"]
+    assert (p["flops_per_sample"] * p["count"]).sum() == pytest.approx(fwd["flops_per_sample"].astype(float).sum())
+
+
+def test_classes_and_gemm_columns(resnet18):
+    prof = kernel_profiles(resnet18)
+    fwd = prof.loc[prof["pass"] == "forward"]
+    # resnet18 inference: 20 convolutions and one linear layer are tensor-core ("mac") kernels
+    assert int(fwd.loc[fwd["kernel_class"] == "mac", "count"].sum()) == 21
+    fc = fwd.loc[(fwd["kernel_class"] == "mac") & (fwd["c_out"] == 1000)]
+    assert len(fc) == 1 and fc["out_pixels"].iloc[0] == 1.0  # the classifier: 1 x 1000 per sample
+    assert (fwd.loc[fwd["kernel_class"] == "other", "c_out"] == 0).all()
+    # the trainable parameters of resnet18 (11.69 M) ride along for the optimizer step
+    assert prof["param_elems"].iloc[0] == pytest.approx(11.69e6, rel=0.01)
+
+
+def test_missing_column_and_bad_values_are_named(resnet18):
+    with pytest.raises(ProfileError, match=r"missing column\(s\) \['weight_elems'\]"):
+        kernel_profiles(resnet18.drop(columns=["weight_elems"]), "my.parquet")
+    bad = resnet18.copy()
+    bad.loc[bad.index[bad["launches_kernel"].to_numpy()][0], "flops_per_sample"] = np.nan
+    with pytest.raises(ProfileError, match="resnet18 img_size 224 pass forward"):
+        kernel_profiles(bad)

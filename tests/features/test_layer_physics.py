@@ -1,0 +1,119 @@
+"""The per-kernel physics estimate: by hand on one kernel, physical directions on real CNN profiles, fallbacks."""
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from src.config import REPO_ROOT
+from src.features.kernels import LAYER_COLUMNS, QUANTITIES, kernel_profiles
+from src.features.layer_physics import (
+    PHYSICS_FEATURES,
+    PhysicsConstants,
+    ProfileIndex,
+    cached_price,
+    price_rows,
+)
+from src.ingest.gpus import gpu_features
+
+LAYERS = REPO_ROOT / "data" / "processed" / "layers.parquet"
+GPU_SPECS = ["memory_bandwidth_gbs", "fp32_tflops", "fp16_tflops", "tensor_fp16_tflops", "fp64_tflops",
+             "tensor_cores", "compute_capability", "sm_count", "l2_cache_mb"]
+
+
+@pytest.fixture(scope="module")
+def index() -> ProfileIndex:
+    keys = ["resnet18", "resnet50", "mobilenetv2_100", "densenet121"]
+    layers = pd.read_parquet(LAYERS, columns=LAYER_COLUMNS, filters=[("model_key", "in", keys)])
+    return ProfileIndex(kernel_profiles(layers.loc[layers["img_size"] == 224]))
+
+
+def rows(gpus: list[str], **cfg) -> pd.DataFrame:
+    table = gpu_features(sorted(set(gpus))).set_index("gpu")[GPU_SPECS]
+    specs = table.loc[gpus].reset_index()
+    base = {"model_key": "resnet50", "img_size": 224, "batch_size": 64, "precision": "fp32", "mode": "inference",
+            "compile_mode": "eager", "gmacs": 4.11, "param_count_m": 25.56, "activations_m": 11.11}
+    base.update(cfg)
+    return pd.concat([pd.DataFrame([base] * len(specs)), specs], axis=1)
+
+
+def one_kernel_index(flops: float, elems: float, c_out: float, out_pixels: float) -> ProfileIndex:
+    q = dict.fromkeys(QUANTITIES, 0.0)
+    q.update(flops_per_sample=flops, in_elems_per_sample=elems)
+    prof = pd.DataFrame([{"model_key": "toy", "img_size": 32, "pass": "forward", "kernel_class": "mac",
+                          "c_out": c_out, "out_pixels": out_pixels, **q, "count": 3, "param_elems": 0.0}])
+    return ProfileIndex(prof)
+
+
+def test_one_kernel_by_hand():
+    # 3 launches of a GEMM kernel: 1 GFLOP and 1 M fp32 elements per sample, 128 x 128 grid tiles.
+    idx = one_kernel_index(1e9, 1e6, c_out=256, out_pixels=64 * 128)
+    X = rows(["Tesla V100 SXM2 32 GB"], model_key="toy", img_size=32, batch_size=2)
+    g = X.iloc[0]
+    out = price_rows(X, idx, PhysicsConstants(dispatch_us={"eager": 0.0}))
+    blocks = np.ceil(2 * 64 * 128 / 128) * np.ceil(256 / 128)  # 256 blocks on 80 SMs: 4 waves, 256/320 useful
+    weff = blocks / (np.ceil(blocks / g.sm_count) * g.sm_count)
+    t_compute = 2e9 / (g.fp32_tflops * 1e12 * weff)
+    t_memory = 2e6 * 4 / (g.memory_bandwidth_gbs * 1e9)
+    assert out["t_kernels_ms"].iloc[0] == pytest.approx(3 * max(t_compute, t_memory) * 1e3)
+    assert out["mac_wave_efficiency"].iloc[0] == pytest.approx(weff)
+    assert out["n_kernels"].iloc[0] == 3 and out["compute_bound_share"].iloc[0] == 1.0
+
+
+def test_directions_physics_dictates(index):
+    gpus = ["Tesla T4", "Tesla V100 SXM2 32 GB", "A100 SXM4 80 GB", "H100 SXM5 80 GB"]
+    fp16 = price_rows(rows(gpus, precision="amp_fp16"), index)["t_physics_ms"].to_numpy()
+    assert np.all(np.diff(fp16) < 0)  # each newer datacenter GPU is faster, H100 included (never seen in training)
+    X = rows(["A100 SXM4 80 GB"] * 2)
+    X.loc[1, "memory_bandwidth_gbs"] *= 2
+    X.loc[1, "fp32_tflops"] *= 2
+    t = price_rows(X, index)["t_physics_ms"].to_numpy()
+    assert t[1] < t[0]
+    small, big = (price_rows(rows(["A100 SXM4 80 GB"], batch_size=b), index)["t_physics_ms"].iloc[0] for b in (8, 64))
+    assert big > small
+    infer = price_rows(rows(["A100 SXM4 80 GB"]), index)["t_physics_ms"].iloc[0]
+    train = price_rows(rows(["A100 SXM4 80 GB"], mode="training"), index)["t_physics_ms"].iloc[0]
+    assert 2.0 < train / infer < 5.0  # forward + backward (about 2x the forward) + optimizer update
+
+
+def test_eager_batch_one_is_dispatch_bound(index):
+    X = rows(["H100 SXM5 80 GB"], model_key="mobilenetv2_100", batch_size=1, gmacs=0.31, param_count_m=3.5,
+             activations_m=6.68)
+    eager = price_rows(X, index).iloc[0]
+    assert eager["t_dispatch_ms"] > eager["t_kernels_ms"] and eager["t_physics_ms"] == eager["t_dispatch_ms"]
+    trt = price_rows(X.assign(compile_mode="tensorrt"), index).iloc[0]
+    assert trt["t_physics_ms"] < eager["t_physics_ms"]
+
+
+def test_fp16_uses_tensor_cores_and_tf32_flag(index):
+    X = rows(["A100 SXM4 80 GB"] * 3, batch_size=256)
+    X.loc[1, "precision"] = "amp_fp16"
+    t = price_rows(X, index, tf32=np.array([False, False, True]))["t_physics_ms"].to_numpy()
+    assert t[1] < t[0] / 2 and t[2] < t[0] / 2
+
+
+def test_shares_and_unknown_cnn(index):
+    X = rows(["Tesla T4", "Tesla T4"], model_key="resnet50")
+    X.loc[1, "model_key"] = "no_such_cnn"
+    out = price_rows(X, index)
+    assert list(out.columns) == PHYSICS_FEATURES
+    assert out["has_layer_profile"].tolist() == [1.0, 0.0]
+    shares = out[["compute_bound_share", "memory_bound_share", "floor_bound_share"]].sum(axis=1)
+    assert shares.iloc[0] == pytest.approx(1.0)
+    assert np.isfinite(out.to_numpy()).all() and (out["t_physics_ms"] > 0).all()
+    # the whole-network fallback lands within a factor 3 of the layer estimate for a plain ResNet
+    assert 1 / 3 < out["t_kernels_ms"].iloc[1] / out["t_kernels_ms"].iloc[0] < 3
+
+
+def test_cache_pickling_and_missing_columns(index):
+    X = rows(["Tesla T4", "GeForce RTX 4090"])
+    first = cached_price(X, index, PhysicsConstants())
+    again = cached_price(X.copy(), index, PhysicsConstants())
+    pd.testing.assert_frame_equal(first, again)
+    clone = pickle.loads(pickle.dumps(index))
+    assert clone._cache == {} and len(clone) == len(index)
+    with pytest.raises(KeyError, match="sm_count"):
+        price_rows(X.drop(columns=["sm_count"]), index)
+    with pytest.raises(ValueError, match="unknown key"):
+        PhysicsConstants.from_config({"kernel_floor_us": 2.0, "typo": 1})
