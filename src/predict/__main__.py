@@ -86,7 +86,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--model-uri", default=os.environ.get("CNNPERF_MODEL_URI", DEFAULT_MODEL_URI))
     c.add_argument("--k", type=int, default=5, help="cross-conformal folds")
     c.add_argument("--levels", type=float, nargs="+", default=[0.8, 0.9])
-    c.add_argument("--grouped", nargs="*", default=[], choices=["gpu", "cnn"],
+    c.add_argument("--grouped", nargs="*", default=[], choices=["gpu", "cnn", "model", "arch"],
                    help="also measure nested leave-GPU-out / leave-family-out coverage (slow: many refits)")
     c.add_argument("--kinds", nargs="+", default=["row", "gpu", "cnn", "gpu_cnn"],
                    choices=["row", "gpu", "cnn", "gpu_cnn"], help="novelty kinds to calibrate")
@@ -101,7 +101,7 @@ def parser() -> argparse.ArgumentParser:
     h.add_argument("--name", help="registered model name (default cnnperf-holdout-<families>)")
     h.add_argument("--max-rows", type=int)
     h.add_argument("--k", type=int, default=5)
-    h.add_argument("--grouped", nargs="*", default=[], choices=["gpu", "cnn"])
+    h.add_argument("--grouped", nargs="*", default=[], choices=["gpu", "cnn", "model", "arch"])
     h.add_argument("--out", default=str(REPO_ROOT / "reports" / "predict"))
     return p
 

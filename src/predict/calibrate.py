@@ -86,28 +86,50 @@ def excluded_coverage(pipeline, data: SplitData, cal: dict, levels) -> dict | No
     return out
 
 
+GROUPED_PROTOCOLS = ("gpu", "cnn", "model", "arch")
+
+
+def _outer_folds(protocol: str, labels: dict[str, pd.Series], k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Outer folds of a grouped protocol: k groups of GPUs / families / CNNs, or the leave_arch_out folds."""
+    if protocol == "arch":
+        from src.train.protocols import ARCH_FOLDS
+
+        arch = labels["arch"].to_numpy()
+        return [(np.flatnonzero(np.isin(arch, old)), np.flatnonzero(np.isin(arch, new)))
+                for _, old, new in ARCH_FOLDS if np.isin(arch, old).any() and np.isin(arch, new).any()]
+    outer = conformal.group_codes(labels[protocol], k, seed + 7)
+    return [(np.flatnonzero(outer != f), np.flatnonzero(outer == f)) for f in sorted(np.unique(outer))]
+
+
 def grouped_coverage(template, data: SplitData, protocol: str, levels, k: int = 5, seed: int = 42,
                      max_outer: int | None = None, progress: bool = True) -> dict:
     """Nested leave-group-out coverage: for each held-out group, calibrate inside the rest, fit, score it.
 
-    protocol: "gpu" (k outer groups of GPUs, calibration by GPU folds inside) or "cnn" (k groups of families).
+    protocol: "gpu" (k outer groups of GPUs, calibration by GPU folds inside), "cnn" (k groups of families),
+    "model" (k groups of CNN architectures) or "arch" (the leave_arch_out folds: calibration by holding out the
+    newest architectures of the training part).
     """
+    if protocol not in GROUPED_PROTOCOLS:
+        raise ValueError(f"grouped coverage: unknown protocol {protocol!r}; choose from {GROUPED_PROTOCOLS}")
+    from src.train.protocols import architecture_labels
+
     X, y = data.df[data.cols].reset_index(drop=True), data.df["target"].to_numpy(dtype=float)
     gpu, fam = _labels(data.df)
-    outer = conformal.group_codes(gpu if protocol == "gpu" else fam, k, seed + 7)
-    folds = sorted(np.unique(outer))[: max_outer or None]
+    labels = {"gpu": gpu, "cnn": fam, "model": data.df["model_key"].astype(str).reset_index(drop=True),
+              "arch": pd.Series(architecture_labels(data.df))}
+    folds = _outer_folds(protocol, labels, k, seed)[: max_outer or None]
     hits = {f"{lv:.2f}": [] for lv in levels}
     per_group, widths = {}, {f"{lv:.2f}": [] for lv in levels}
-    for f in tqdm(folds, desc=f"coverage leave-{protocol}-out", disable=not progress):
-        tr, te = np.flatnonzero(outer != f), np.flatnonzero(outer == f)
+    for tr, te in tqdm(folds, desc=f"coverage leave-{protocol}-out", disable=not progress):
         g_tr, f_tr = gpu.iloc[tr].reset_index(drop=True), fam.iloc[tr].reset_index(drop=True)
-        if (gpu if protocol == "gpu" else fam).iloc[tr].nunique() < 2:
+        if labels[protocol].iloc[tr].nunique() < 2:
             continue
+        inner = {name: s.iloc[tr].reset_index(drop=True) for name, s in labels.items()}
         cal = conformal.calibrate(template, X.iloc[tr].reset_index(drop=True), y[tr], g_tr, f_tr, tuple(levels),
-                                  (protocol,), k, seed)
+                                  (protocol,), k, seed, labels=inner)
         model = clone(template).fit(X.iloc[tr], y[tr])
         pred = np.asarray(model.predict(X.iloc[te]), dtype=float)
-        name = ",".join(sorted((gpu if protocol == "gpu" else fam).iloc[te].unique()))[:80]
+        name = ",".join(sorted(labels[protocol].iloc[te].unique()))[:80]
         per_group[name] = {"n": int(len(te)), "mape": float(np.mean(np.abs(pred - y[te]) / y[te]) * 100)}
         for lv in levels:
             q = conformal.pick_q(cal, protocol, lv)

@@ -9,7 +9,9 @@ used for calibration; it only measures the empirical coverage.
 Why several calibrations: a GPU or a CNN the model never saw has larger errors than a random row. Folds by GPU
 ("gpu"), by CNN family ("cnn"), and by both at once ("gpu_cnn": train on rows with neither the fold's GPUs nor
 its families, score rows with both) give a quantile for each kind of novelty; the predictor picks the one that
-matches each query row.
+matches each query row. Two more kinds match the grouped evaluation protocols: "model" (folds by CNN
+architecture, model_key: a new CNN of a known family) and "arch" (a GPU generation nobody measured: train on the
+architectures older than each of the two newest in the part, score that newest one).
 """
 
 from __future__ import annotations
@@ -25,6 +27,24 @@ from tqdm.auto import tqdm
 
 LEVELS = (0.8, 0.9)
 NOVELTY = ("row", "gpu", "cnn", "gpu_cnn")
+# Kinds that need labels beyond GPU and family (passed as `labels`): model_key, and architecture names.
+GROUPED_KINDS = ("model", "arch")
+# GPU architectures oldest first (names of src.train.protocols.ARCHITECTURES).
+ARCH_ORDER = ("Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
+
+
+def arch_folds(arch: pd.Series, newest: int = 2) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Train on architectures older than each of the `newest` newest ones present, score that one."""
+    a = arch.astype(str).to_numpy()
+    rank = {name: i for i, name in enumerate(ARCH_ORDER)}
+    present = sorted(set(a), key=lambda n: rank[n])
+    folds = []
+    for name in present[-newest:]:
+        tr = np.flatnonzero(np.array([rank[x] < rank[name] for x in a]))
+        te = np.flatnonzero(a == name)
+        if len(tr) and len(te):
+            folds.append((tr, te))
+    return folds
 
 
 def scores(y: np.ndarray, pred: np.ndarray) -> np.ndarray:
@@ -80,11 +100,18 @@ def group_codes(labels: pd.Series, k: int, seed: int) -> np.ndarray:
 
 
 def oof_scores(template, X: pd.DataFrame, y: np.ndarray, kind: str, gpu: pd.Series, cnn: pd.Series,
-               k: int = 5, seed: int = 42, progress: bool = False) -> np.ndarray:
+               k: int = 5, seed: int = 42, progress: bool = False, labels: dict | None = None) -> np.ndarray:
     """Out-of-fold scores of one novelty kind on a training part (see module docstring)."""
     n = len(X)
     folds: list[tuple[np.ndarray, np.ndarray]] = []
-    if kind == "row":
+    if kind in GROUPED_KINDS and (not labels or kind not in labels):
+        raise ValueError(f"novelty kind {kind!r} needs labels[{kind!r}] (model_key / architecture per row)")
+    if kind == "model":
+        codes = group_codes(labels["model"].reset_index(drop=True), k, seed)
+        folds = [(np.flatnonzero(codes != f), np.flatnonzero(codes == f)) for f in np.unique(codes)]
+    elif kind == "arch":
+        folds = arch_folds(labels["arch"].reset_index(drop=True))
+    elif kind == "row":
         folds = list(KFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(n)))
     elif kind in ("gpu", "cnn"):
         codes = group_codes(gpu if kind == "gpu" else cnn, k, seed)
@@ -108,12 +135,12 @@ def oof_scores(template, X: pd.DataFrame, y: np.ndarray, kind: str, gpu: pd.Seri
 
 def calibrate(template, X: pd.DataFrame, y: np.ndarray, gpu: pd.Series, cnn: pd.Series,
               levels: tuple[float, ...] = LEVELS, kinds: tuple[str, ...] = NOVELTY, k: int = 5, seed: int = 42,
-              progress: bool = False) -> dict:
+              progress: bool = False, labels: dict | None = None) -> dict:
     """Quantiles {kind: {level: q}} and score counts from a training part (never the test split)."""
     quantiles, counts, med = {}, {}, {}
     for kind in kinds:
         s = oof_scores(template, X, y, kind, gpu.reset_index(drop=True), cnn.reset_index(drop=True), k, seed,
-                       progress)
+                       progress, labels)
         quantiles[kind] = {f"{lv:.2f}": quantile(s, lv) for lv in levels}
         counts[kind] = int(len(s))
         med[kind] = float(np.median(s)) if len(s) else math.nan

@@ -66,3 +66,35 @@ def test_calibration_refuses_a_changed_dataset(holdout_model, real_overrides):
     with pytest.raises(ValueError, match="fingerprint mismatch"):
         calibrate_model(load(holdout_model["registered"]), levels=(0.9,), k=2, kinds=("row",), max_rows=3000,
                         progress=False, overrides=real_overrides)
+
+
+def test_arch_folds_train_only_on_older_generations():
+    import pandas as pd
+
+    from src.predict.conformal import arch_folds
+
+    arch = pd.Series(["Pascal", "Ampere", "Volta", "Ampere", "Turing", "Pascal"])
+    folds = arch_folds(arch)
+    assert [(sorted(set(arch[tr])), sorted(set(arch[te]))) for tr, te in folds] == [
+        (["Pascal", "Volta"], ["Turing"]), (["Pascal", "Turing", "Volta"], ["Ampere"])]
+
+
+@pytest.mark.parametrize("protocol", ["model", "arch"])
+def test_grouped_coverage_per_protocol(holdout_model, real_overrides, protocol):
+    """Nested calibration by the protocol's own grouping: a pooled coverage per level, groups named."""
+    from sklearn.base import clone
+
+    from src.predict.calibrate import grouped_coverage
+    from src.predict.data import load_split
+    from src.predict.model import load
+
+    model = load(holdout_model["registered"])
+    data = load_split(model.meta["features"], ["densenet"], real_overrides, 8000)
+    out = grouped_coverage(clone(model.pipeline), data, protocol, (0.8, 0.9), k=3, max_outer=1, progress=False)
+    assert out["n_folds"] == 1 and set(out["pooled"]) == {"0.80", "0.90"}
+    cov = [out["pooled"][lv]["coverage"] for lv in ("0.80", "0.90")]
+    assert 0.0 <= cov[0] <= cov[1] <= 1.0
+    (name, group), = out["per_group"].items()
+    assert group["n"] > 0 and "coverage_0.90" in group
+    if protocol == "arch":  # the first leave_arch_out fold: the newest GPUs (Ada, Hopper, Blackwell)
+        assert name == "Ada,Blackwell,Hopper"

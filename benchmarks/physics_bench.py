@@ -1,0 +1,133 @@
+"""Ablation of the physics predictor: feature sets x targets x models under every protocol, on the same rows.
+
+Every variant is fitted with its model's hand-set `warm_start` parameters (no tuning: nothing but the features
+and the target change), the same seed and the same dataset (data/processed/dataset.parquet, built with
+features=physics, whose rows every other set shares: static, engineered and physics add columns, not filters).
+Variants (FEATURES/TARGET):
+- `paper`-like `static/latency`: static CNN features + GPU specs + run configuration, log latency;
+- `engineered/latency`: + whole-network roofline features (the pipeline's default before the physics predictor);
+- `physics/latency`: + the per-kernel physics estimate and its aggregates, log latency (monotone constraints
+  for XGBoost);
+- `physics/efficiency`: the same features, target log(measured / estimate) (the default now);
+- `estimate_only`: no learner: the physics estimate times the median efficiency of the training rows.
+Prints pooled held-out MAPE (and median / worst group) per variant and protocol, writes
+reports/bench/physics_bench.json and logs an MLflow run (experiment cnnperf-bench).
+
+    python benchmarks/physics_bench.py [--models xgb,dt] [--protocols random,leave_gpu_out] [--variants ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from omegaconf import OmegaConf
+from tqdm.auto import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from src.config import REPO_ROOT, compose  # noqa: E402
+from src.features.engineer import input_columns  # noqa: E402
+from src.train import PROTOCOLS, fit_model, outer_folds  # noqa: E402
+from src.train.fit import make_model  # noqa: E402
+from src.train.metrics import all_metrics  # noqa: E402
+
+VARIANTS = ("static/latency", "engineered/latency", "physics/latency", "physics/efficiency", "estimate_only")
+MODELS = ("lr", "knn", "rf", "dt", "xgb")
+
+
+def config(model: str, variant: str, overrides: list[str]) -> dict:
+    feats, target = ("physics", "efficiency") if variant == "estimate_only" else variant.split("/")
+    return OmegaConf.to_container(compose([f"model={model}", f"features={feats}", f"target={target}",
+                                           *overrides]), resolve=True)
+
+
+def predict_fold(c: dict, df: pd.DataFrame, train: np.ndarray, test: np.ndarray, variant: str) -> np.ndarray:
+    cols = input_columns(c["features"], [])
+    if variant == "estimate_only":
+        est = make_model(c)  # unfitted: only its PerfFeatures step prices rows
+        perf = est.regressor.named_steps["features"].named_steps["perf"].fit(df.iloc[train][cols])
+        base_train = perf.physics_frame(df.iloc[train][cols])["t_physics_ms"].to_numpy()
+        eff = float(np.median(df["target"].to_numpy()[train] / base_train))
+        return eff * perf.physics_frame(df.iloc[test][cols])["t_physics_ms"].to_numpy()
+    return fit_model(c, df, train).predict(df.iloc[test][cols])
+
+
+def score(c: dict, df: pd.DataFrame, protocol: str, variant: str, seed: int) -> dict:
+    folds, skipped = outer_folds(df, protocol, c["split"], seed)
+    y = df["target"].to_numpy(dtype=float)
+    parts = [pd.DataFrame({"row": f.test, "predicted": predict_fold(c, df, f.train, f.test, variant)}) for f in folds]
+    p = pd.concat(parts).sort_values("row")
+    p["measured"] = y[p["row"]]
+    by = "family" if protocol in ("leave_family_out", "leave_model_out") else "gpu"
+    p["group"] = df[by].to_numpy()[p["row"]]
+    ape = np.abs(p["predicted"] - p["measured"]) / p["measured"] * 100
+    groups = ape.groupby(p["group"]).agg(["size", "mean"])
+    groups = groups[groups["size"] >= int(c["split"]["min_group_rows"])]
+    m = all_metrics(p["measured"], p["predicted"], 1)
+    return {"mape": m["mape"], "median_ape": float(ape.median()), "r2_log": m["r2_log"], "rows": int(len(p)),
+            "folds": len(folds), "skipped": skipped, "group_median_mape": float(groups["mean"].median()),
+            "group_worst_mape": float(groups["mean"].max()), "worst_group": str(groups["mean"].idxmax())}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="xgb")
+    ap.add_argument("--protocols", default=",".join(p for p in PROTOCOLS if p != "random_rows"))
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--no-mlflow", action="store_true")
+    ap.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench" / "physics_bench.json"))
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. data.dataset=/tmp/dataset.parquet")
+    args = ap.parse_args(argv)
+    models = [m for m in args.models.split(",") if m]
+    protocols = [p for p in args.protocols.split(",") if p]
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(variants) - set(VARIANTS)) + sorted(set(models) - set(MODELS))
+    if unknown:
+        raise SystemExit(f"unknown variant/model {unknown}; variants {VARIANTS}, models {MODELS}")
+    base = config(models[0], "physics/efficiency", args.overrides)
+    df = pd.read_parquet(REPO_ROOT / base["data"]["dataset"])
+    seed = int(base["seed"])
+    jobs = [(m, v, p) for m in models for v in variants for p in protocols
+            if not (v == "estimate_only" and m != models[0])]
+    t0 = time.perf_counter()
+    results: dict = {}
+    for model, variant, protocol in tqdm(jobs, desc="model x variant x protocol"):
+        name = "estimate_only" if variant == "estimate_only" else f"{model}:{variant}"
+        t = time.perf_counter()
+        r = score(config(model, variant, args.overrides), df, protocol, variant, seed)
+        r["seconds"] = time.perf_counter() - t
+        results.setdefault(name, {})[protocol] = r
+    out = {"models": models, "variants": variants, "protocols": protocols, "seed": seed, "rows": int(len(df)),
+           "dataset": base["data"]["dataset"], "params": "each model's warm_start (no tuning)", "results": results,
+           "wall_seconds": time.perf_counter() - t0}
+    print(f"rows: {len(df)}; pooled held-out MAPE % (median group / worst group)")
+    print(f"{'variant':28s} " + " ".join(f"{p:>24s}" for p in protocols))
+    for name, by_p in results.items():
+        cells = [f"{by_p[p]['mape']:7.2f} ({by_p[p]['group_median_mape']:5.1f}/{by_p[p]['group_worst_mape']:6.1f})"
+                 if p in by_p else " " * 24 for p in protocols]
+        print(f"{name:28s} " + " ".join(f"{c:>24s}" for c in cells))
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    if not args.no_mlflow:
+        import mlflow
+
+        from src.tracking import setup
+
+        setup(base["mlflow"]["tracking_uri"], "cnnperf-bench", base["mlflow"]["artifact_root"])
+        with mlflow.start_run(run_name="benchmark/physics"):
+            mlflow.set_tags({"run_kind": "benchmark", "models": ",".join(models)})
+            mlflow.log_metrics({f"{n.replace(':', '__').replace('/', '_')}/{p}/{k}": v for n, by_p in results.items()
+                                for p, r in by_p.items() for k, v in r.items() if isinstance(v, float)})
+            mlflow.log_artifact(str(path))
+    return out
+
+
+if __name__ == "__main__":
+    main()
