@@ -26,8 +26,15 @@ QUANTITIES = ["flops_fixed", "flops_per_sample", "in_elems_fixed", "in_elems_per
               "out_elems_per_sample", "other_bytes_fixed", "other_bytes_per_sample", "weight_elems"]
 MAC_KINDS = ("conv", "grouped_conv", "matmul", "attention")
 KERNEL_CLASSES = ("mac", "depthwise", "other")
-LAYER_COLUMNS = ["model_key", "img_size", "pass", "kind", "launches_kernel", "c_out", "out_shape", "param_elems_new",
-                 *QUANTITIES]
+LAYER_COLUMNS = ["model_key", "img_size", "pass", "op_index", "kind", "launches_kernel", "c_out", "out_shape",
+                 "param_elems_new", *QUANTITIES]
+# Kernel fusion a runtime applies (docs/physics.md "Fusion"): none (eager: one kernel per operator), pointwise
+# (torch.compile / XLA: chains of pointwise operators become one kernel; convolutions and GEMMs stay library
+# kernels), producer (TensorRT: pointwise operators after a convolution or GEMM fold into it, the rest chain).
+FUSIONS = ("none", "pointwise", "producer")
+# Operator kinds a fusing runtime merges (elementwise in the widest sense; batch norm in inference is an affine
+# map). Training passes keep batch norm out: it needs a reduction over the batch.
+POINTWISE_KINDS = ("activation", "elementwise", "add", "norm")
 
 
 class ProfileError(ValueError):
@@ -40,12 +47,53 @@ def kernel_class(kind: pd.Series) -> np.ndarray:
     return np.where(np.isin(k, MAC_KINDS), "mac", np.where(k == "depthwise_conv", "depthwise", "other"))
 
 
-def kernel_profiles(layers: pd.DataFrame, source: str = "layers table") -> pd.DataFrame:
-    """Launched kernels of every (model_key, img_size, pass), identical kernels merged with a `count`.
+def fused_pass(pass_name: str, fusion: str) -> str:
+    """Profile key of a pass under a fusion: `forward` (none), `forward@pointwise`, `forward@producer`."""
+    if fusion not in FUSIONS:
+        raise ValueError(f"unknown fusion {fusion!r}; choose from {FUSIONS}")
+    return pass_name if fusion == "none" else f"{pass_name}@{fusion}"
 
-    Also returns, per (model_key, img_size), the trainable parameter count (`params_elems` on every row of the
-    forward pass) that the optimizer step of a training row reads and writes.
+
+def fuse(k: pd.DataFrame, fusion: str) -> pd.DataFrame:
+    """The kernels a fusing runtime launches, from the launched operators in execution order (`op_index`).
+
+    A chain = one operator that starts a kernel plus the pointwise operators that follow it and fold in. A fused
+    kernel reads the chain head's inputs plus every extra operand of the chain (a residual add's other input: its
+    inputs minus the tensor the chain carries), all weights, and writes only the last output; FLOPs add up. The
+    head gives the class and GEMM shape. Rules: `pointwise` starts a kernel at every non-pointwise operator and
+    at the first pointwise one after a GEMM/conv; `producer` lets pointwise operators join a GEMM/conv head too.
     """
+    if fusion == "none":
+        return k
+    k = k.sort_values(["model_key", "img_size", "pass", "op_index"], kind="stable").reset_index(drop=True)
+    kinds = k["kind"].astype(str).to_numpy()
+    training = k["pass"].astype(str).to_numpy() != "forward"
+    pointwise = np.isin(kinds, POINTWISE_KINDS) & ~(training & (kinds == "norm"))
+    first = np.zeros(len(k), dtype=bool)
+    first[0] = True
+    for col in ("model_key", "img_size", "pass"):
+        v = k[col].astype(str).to_numpy()
+        first[1:] |= v[1:] != v[:-1]
+    prev_mac = np.r_[False, (k["kernel_class"].to_numpy() != "other")[:-1]]
+    starts = first | ~pointwise | ((fusion == "pointwise") & prev_mac)
+    chain = np.cumsum(starts) - 1
+    head = np.flatnonzero(starts)
+    last = np.r_[head[1:] - 1, len(k) - 1]
+    out = k.iloc[head].copy().reset_index(drop=True)
+    for part in ("fixed", "per_sample"):
+        inp, outp = k[f"in_elems_{part}"].to_numpy(float), k[f"out_elems_{part}"].to_numpy(float)
+        carried = np.r_[0.0, outp[:-1]]
+        extra = np.where(starts, 0.0, np.clip(inp - carried, 0.0, None))
+        out[f"in_elems_{part}"] = inp[head] + np.bincount(chain, weights=extra, minlength=len(head))
+        out[f"out_elems_{part}"] = outp[last]
+        for q in (f"flops_{part}", f"other_bytes_{part}"):
+            out[q] = np.bincount(chain, weights=k[q].to_numpy(float), minlength=len(head))
+    out["weight_elems"] = np.bincount(chain, weights=k["weight_elems"].to_numpy(float), minlength=len(head))
+    return out
+
+
+def launched_kernels(layers: pd.DataFrame, source: str = "layers table") -> pd.DataFrame:
+    """The operators that launch a kernel, checked and classified (the input of `fuse` and the profiles)."""
     missing = [c for c in LAYER_COLUMNS if c not in layers.columns]
     if missing:
         raise ProfileError(f"{source}: missing column(s) {missing}")
@@ -56,6 +104,26 @@ def kernel_profiles(layers: pd.DataFrame, source: str = "layers table") -> pd.Da
         raise ProfileError(f"{source}: negative or non-finite quantity in {bad['model_key']} "
                            f"img_size {bad['img_size']} pass {bad['pass']} ({bad['kind']})")
     k["kernel_class"] = kernel_class(k["kind"])
+    return k
+
+
+def kernel_profiles(layers: pd.DataFrame, source: str = "layers table",
+                    fusions: tuple[str, ...] = FUSIONS) -> pd.DataFrame:
+    """Launched kernels of every (model_key, img_size, pass) under each fusion rule (pass keys `fused_pass`),
+    identical kernels merged with a `count`.
+
+    Also returns, per (model_key, img_size), the trainable parameter count (`params_elems` on every row of the
+    forward pass) that the optimizer step of a training row reads and writes.
+    """
+    launched = launched_kernels(layers, source)
+    parts = []
+    for fusion in fusions:
+        # TensorRT builds inference engines only: no training pass under producer fusion.
+        src = launched if fusion != "producer" else launched.loc[launched["pass"].astype(str) == "forward"]
+        part = fuse(src, fusion)
+        part["pass"] = [fused_pass(p, fusion) for p in part["pass"].astype(str)]
+        parts.append(part)
+    k = pd.concat(parts, ignore_index=True)
     # GEMM columns of a kernel: a conv's output channels; a matmul's last output dimension (M x N, batched B x M x N).
     last_dim = pd.to_numeric(k["out_shape"].astype(str).str.rsplit("x", n=1).str[-1], errors="coerce")
     k["c_out"] = k["c_out"].astype(float).fillna(last_dim.where(k["kernel_class"] == "mac"))

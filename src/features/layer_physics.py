@@ -16,8 +16,12 @@ weight-gradient GEMMs (output = the weight, reduction over the batch) run split-
 floor is the shortest back-to-back kernel a GPU runs (launch + drain). The optimizer step of a training row moves
 `optimizer_bytes_per_param` bytes per trainable parameter (SGD with momentum on fp32 master weights: read
 weight, gradient, momentum; write weight, momentum = 20 bytes).
-The host issues one kernel per operator in eager mode (framework dispatch), fewer with a compiler or a fusing
-runtime; the GPU runs while the host issues, so the step takes max(sum_k t_k, kernels x dispatch time).
+Kernels per runtime (`src.features.kernels.fuse`, constants `fusion`): eager runs one kernel per operator;
+torch.compile and XLA fuse chains of pointwise operators into one kernel; TensorRT folds pointwise operators
+(bias, inference batch norm, activation, residual add) into the convolution or GEMM before them. A fused kernel
+reads the chain's inputs once and writes its last output, so its memory time drops.
+The host issues one kernel per launched (fused) kernel, dearer in eager mode (framework dispatch) than from a
+compiler or an engine; the GPU runs while the host issues, so the step takes max(sum_k t_k, kernels x dispatch time).
 Aggregates the learner may use: the shares of kernel time that are compute-, memory- and floor-bound, the
 kernel count, the largest kernel's share, the mean wave efficiency of mac kernels, the share of bytes in
 kernels whose working set fits in L2, and dispatch / kernel time.
@@ -36,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from .engineer import BYTES_PER_ELEMENT, HALF_PRECISIONS, engineer
-from .kernels import PROFILE_KEYS, QUANTITIES
+from .kernels import PROFILE_KEYS, QUANTITIES, fused_pass
 from .physics import peak_tflops, wave_efficiency
 
 # Passes priced per mode.
@@ -62,6 +66,9 @@ class PhysicsConstants:
     dispatch_us: dict = field(default_factory=lambda: {"eager": 6.0, "torch_compile": 2.0, "xla": 2.0,
                                                        "tensorrt": 0.5, "xla_tensorrt": 1.0})
     training_dispatch_factor: float = 1.5
+    # compile_mode -> the kernel fusion its runtime applies (`src.features.kernels.FUSIONS`); absent = none.
+    fusion: dict = field(default_factory=lambda: {"eager": "none", "torch_compile": "pointwise", "xla": "pointwise",
+                                                  "tensorrt": "producer", "xla_tensorrt": "producer"})
     optimizer_bytes_per_param: float = 20.0
     blocks_per_sm: float = 1.0
 
@@ -92,13 +99,14 @@ class ProfileIndex:
             if i == len(keys) or keys[i] != keys[start]:
                 self.ranges[keys[start]] = (start, i)
                 start = i
-        self.q = {c: prof[c].to_numpy(dtype=np.float64) for c in QUANTITIES}
-        self.count = prof["count"].to_numpy(dtype=np.float64)
+        # float32 halves what the served model carries (~0.55 M kernels); 7 digits are plenty for an estimate.
+        self.q = {c: prof[c].to_numpy(dtype=np.float32) for c in QUANTITIES}
+        self.count = prof["count"].to_numpy(dtype=np.float32)
         self.mac = (prof["kernel_class"].astype(str) == "mac").to_numpy()
         self.depthwise = (prof["kernel_class"].astype(str) == "depthwise").to_numpy()
-        self.c_out = prof["c_out"].to_numpy(dtype=np.float64)
-        self.out_pixels = prof["out_pixels"].to_numpy(dtype=np.float64)
-        self.param_elems = prof["param_elems"].to_numpy(dtype=np.float64)
+        self.c_out = prof["c_out"].to_numpy(dtype=np.float32)
+        self.out_pixels = prof["out_pixels"].to_numpy(dtype=np.float32)
+        self.param_elems = prof["param_elems"].to_numpy(dtype=np.float32)
         self.models = sorted({k[0] for k in self.ranges})
         self._cache: dict[str, dict[str, np.ndarray]] = {}
 
@@ -123,6 +131,18 @@ def _row_hash(X: pd.DataFrame, constants: PhysicsConstants) -> str:
     return hashlib.md5(h.tobytes() + repr(constants).encode()).hexdigest()
 
 
+def _spans(index: ProfileIndex, model_key: str, img_size: int, mode_key: str) -> list[tuple[int, int]] | None:
+    """Kernel ranges of a row's passes; `mode_key` is `<mode>` or `<mode>@<fusion>`. A fused profile missing from
+    the index (a table built without fusion) falls back to the unfused passes; no profile at all -> None."""
+    mode, _, fusion = mode_key.partition("@")
+    passes = PASSES_BY_MODE.get(mode, PASSES_BY_MODE["inference"])
+    for f in ([fusion] if fusion else []) + ["none"]:
+        spans = [index.ranges.get((model_key, img_size, fused_pass(p, f))) for p in passes]
+        if all(sp is not None for sp in spans):
+            return spans
+    return None
+
+
 def _pairs(index: ProfileIndex, model_key: np.ndarray, img_size: np.ndarray, mode: np.ndarray
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row of each pair, kernel of each pair, rows with a profile) for every kernel of every row's passes."""
@@ -131,9 +151,8 @@ def _pairs(index: ProfileIndex, model_key: np.ndarray, img_size: np.ndarray, mod
     found = np.zeros(n, dtype=bool)
     keys = pd.DataFrame({"m": model_key, "s": img_size, "d": mode})
     for (m, s, d), rows in keys.groupby(["m", "s", "d"], sort=False).indices.items():
-        passes = PASSES_BY_MODE.get(str(d), PASSES_BY_MODE["inference"])
-        spans = [index.ranges.get((str(m), int(s), p)) for p in passes]
-        if any(sp is None for sp in spans):
+        spans = _spans(index, str(m), int(s), str(d))
+        if spans is None:
             continue
         found[rows] = True
         for a, b in spans:
@@ -171,6 +190,7 @@ def price_rows(X: pd.DataFrame, index: ProfileIndex, constants: PhysicsConstants
     n = len(X)
     precision = X["precision"].astype(str).to_numpy()
     mode = X["mode"].astype(str).to_numpy()
+    training = mode == "training"
     batch = X["batch_size"].to_numpy(dtype=float)
     bpe = pd.Series(precision).map(BYTES_PER_ELEMENT).fillna(4.0).to_numpy()
     tf32 = np.zeros(n, dtype=bool) if tf32 is None else np.asarray(tf32, dtype=bool)
@@ -182,8 +202,12 @@ def price_rows(X: pd.DataFrame, index: ProfileIndex, constants: PhysicsConstants
     l2 = gpu["l2_cache_mb"].to_numpy(dtype=float) * 1e6
     floor = constants.kernel_floor_us * 1e-6
 
-    row, ker, found = _pairs(index, X["model_key"].astype(str).to_numpy(), X["img_size"].to_numpy(dtype=int), mode)
-    q = {c: index.q[c][ker] for c in QUANTITIES}
+    fusion = pd.Series(X["compile_mode"].astype(str).to_numpy()).map(constants.fusion).fillna("none").to_numpy()
+    fusion = np.where(training & (fusion == "producer"), "pointwise", fusion)  # no engine builder trains
+    mode_key = np.where(fusion == "none", mode, np.char.add(np.char.add(mode.astype(str), "@"), fusion.astype(str)))
+    row, ker, found = _pairs(index, X["model_key"].astype(str).to_numpy(), X["img_size"].to_numpy(dtype=int),
+                             mode_key)
+    q = {c: index.q[c][ker].astype(np.float64) for c in QUANTITIES}
     b = batch[row]
     flops = q["flops_fixed"] + q["flops_per_sample"] * b
     elems = (q["in_elems_fixed"] + q["in_elems_per_sample"] * b + q["weight_elems"]
@@ -199,7 +223,7 @@ def price_rows(X: pd.DataFrame, index: ProfileIndex, constants: PhysicsConstants
     t_compute = flops / (peak * weff)
     t_memory = nbytes / bw[row]
     t_kernel = np.maximum(np.maximum(t_compute, t_memory), floor)
-    count = index.count[ker]
+    count = index.count[ker].astype(np.float64)
     t_total = t_kernel * count
 
     def per_row(values: np.ndarray) -> np.ndarray:
@@ -216,7 +240,6 @@ def price_rows(X: pd.DataFrame, index: ProfileIndex, constants: PhysicsConstants
     all_bytes = per_row(nbytes * count)
     l2_bytes = per_row(np.where(nbytes <= l2[row], nbytes * count, 0.0))
 
-    training = mode == "training"
     params = np.zeros(n)
     if len(ker):
         np.maximum.at(params, row, index.param_elems[ker])

@@ -17,7 +17,7 @@ def resnet18() -> pd.DataFrame:
 
 
 def test_every_launched_kernel_is_counted_once(resnet18):
-    prof = kernel_profiles(resnet18)
+    prof = kernel_profiles(resnet18, fusions=("none",))
     launched = resnet18.loc[resnet18["launches_kernel"]].groupby("pass", observed=True).size()
     counted = prof.groupby("pass")["count"].sum()
     assert counted.to_dict() == {k: int(v) for k, v in launched.items()}
@@ -48,3 +48,30 @@ def test_missing_column_and_bad_values_are_named(resnet18):
     bad.loc[bad.index[bad["launches_kernel"].to_numpy()][0], "flops_per_sample"] = np.nan
     with pytest.raises(ProfileError, match="resnet18 img_size 224 pass forward"):
         kernel_profiles(bad)
+
+
+def test_fusion_rules_keep_flops_and_cut_traffic(resnet18):
+    from src.features.kernels import fuse, launched_kernels
+
+    k = launched_kernels(resnet18.loc[resnet18["pass"] == "forward"])
+    eager, pointwise, producer = (fuse(k, f) for f in ("none", "pointwise", "producer"))
+    # eager: every operator; TensorRT: 20 convolutions (bn, relu, residual add folded in), 1 max pool, 1 global
+    # pool, 1 linear (+ its flatten copy, if any); torch.compile: conv, then one kernel per pointwise chain
+    assert len(eager) > len(pointwise) > len(producer)
+    assert int((producer["kernel_class"] == "mac").sum()) == 21 and len(producer) <= 25
+    for fused in (pointwise, producer):
+        assert fused["flops_per_sample"].sum() == pytest.approx(eager["flops_per_sample"].sum())
+        traffic = (fused["in_elems_per_sample"] + fused["out_elems_per_sample"]).sum()
+        assert traffic < (eager["in_elems_per_sample"] + eager["out_elems_per_sample"]).sum()
+    # a residual block under TensorRT: conv -> bn -> add -> relu is one kernel that also reads the shortcut
+    block = producer.loc[producer["op_index"] == 9].iloc[0]  # layer1.0.conv2 (op 9), bn 11, add_ 12, relu_ 13
+    assert block["in_elems_per_sample"] == pytest.approx(200704 + 200704)
+    assert block["out_elems_per_sample"] == pytest.approx(200704)
+
+
+def test_training_keeps_batch_norm_out_of_chains(resnet18):
+    from src.features.kernels import fuse, launched_kernels
+
+    k = launched_kernels(resnet18.loc[resnet18["pass"] == "train_forward"])
+    fused = fuse(k, "pointwise")
+    assert int((fused["kind"] == "norm").sum()) == int((k["kind"] == "norm").sum())

@@ -117,3 +117,15 @@ def test_cache_pickling_and_missing_columns(index):
         price_rows(X.drop(columns=["sm_count"]), index)
     with pytest.raises(ValueError, match="unknown key"):
         PhysicsConstants.from_config({"kernel_floor_us": 2.0, "typo": 1})
+
+
+def test_fusing_runtimes_launch_fewer_cheaper_kernels(index):
+    X = rows(["Tesla V100 SXM2 32 GB"] * 3, precision="fp16", batch_size=8)
+    X["compile_mode"] = ["eager", "torch_compile", "tensorrt"]
+    out = price_rows(X, index)
+    assert out["n_kernels"].is_monotonic_decreasing and out["n_kernels"].iloc[2] < out["n_kernels"].iloc[0] / 2
+    assert out["t_kernels_ms"].is_monotonic_decreasing
+    assert (out["has_layer_profile"] == 1.0).all()
+    # without fusion in the constants every runtime prices the same kernels
+    flat = price_rows(X, index, PhysicsConstants(fusion={}))
+    assert flat["n_kernels"].nunique() == 1
