@@ -92,7 +92,7 @@ GROUPED_PROTOCOLS = ("gpu", "cnn", "model", "arch")
 def _outer_folds(protocol: str, labels: dict[str, pd.Series], k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Outer folds of a grouped protocol: k groups of GPUs / families / CNNs, or the leave_arch_out folds."""
     if protocol == "arch":
-        from src.train.protocols import ARCH_FOLDS
+        from src.train import ARCH_FOLDS
 
         arch = labels["arch"].to_numpy()
         return [(np.flatnonzero(np.isin(arch, old)), np.flatnonzero(np.isin(arch, new)))
@@ -111,7 +111,7 @@ def grouped_coverage(template, data: SplitData, protocol: str, levels, k: int = 
     """
     if protocol not in GROUPED_PROTOCOLS:
         raise ValueError(f"grouped coverage: unknown protocol {protocol!r}; choose from {GROUPED_PROTOCOLS}")
-    from src.train.protocols import architecture_labels
+    from src.train import architecture_labels
 
     X, y = data.df[data.cols].reset_index(drop=True), data.df["target"].to_numpy(dtype=float)
     gpu, fam = _labels(data.df)

@@ -3,11 +3,20 @@
 The public entry other layers use (predict's hold-out fits, the e2e comparison, benchmarks), so that there is
 one way to fit a model: `train` (a whole run from a resolved config), `fit_model` / `make_model` (one fit from a
 config), `log_served_model` and `served_metadata` (the served pyfunc), `pip_requirements`, and the protocol
-splits `random_split`, `outer_folds`, `family_labels`, `config_ids`. Everything else in the package is internal.
+splits `random_split`, `outer_folds`, `family_labels`, `config_ids`,
+`architecture_labels`, `ARCH_FOLDS`. Everything else in the package is internal.
 """
 
 from src.train.fit import fit_model, gpu_table, log_served_model, make_model, pip_requirements, served_metadata
-from src.train.protocols import PROTOCOLS, config_ids, family_labels, outer_folds, random_split
+from src.train.protocols import (
+    ARCH_FOLDS,
+    PROTOCOLS,
+    architecture_labels,
+    config_ids,
+    family_labels,
+    outer_folds,
+    random_split,
+)
 
 
 def train(c: dict) -> dict:
@@ -17,5 +26,19 @@ def train(c: dict) -> dict:
     return run_train(c)
 
 
-__all__ = ["PROTOCOLS", "config_ids", "family_labels", "fit_model", "gpu_table", "log_served_model", "make_model",
-           "outer_folds", "pip_requirements", "random_split", "served_metadata", "train"]
+__all__ = [
+    "ARCH_FOLDS",
+    "PROTOCOLS",
+    "architecture_labels",
+    "config_ids",
+    "family_labels",
+    "fit_model",
+    "gpu_table",
+    "log_served_model",
+    "make_model",
+    "outer_folds",
+    "pip_requirements",
+    "random_split",
+    "served_metadata",
+    "train",
+]
