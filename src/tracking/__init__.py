@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import mlflow
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from src.config import REPO_ROOT
@@ -63,15 +64,22 @@ def setup(tracking_uri: str, experiment: str, artifact_root: str | None = None) 
     The experiment is created as a model-training experiment (`EXPERIMENT_KIND_TAG`); an existing one without
     the tag gets it here, one with a kind chosen by hand keeps it.
     Called once per process before any run starts (creating the SQLite DB here, sequentially, avoids the
-    migration race of parallel first writers).
+    migration race of parallel first writers). Workers starting together on a tracking server may race to create
+    the experiment: the loser uses the winner's. `artifact_root` None: the server's own artifact store.
     """
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_registry_uri(tracking_uri)
     client = MlflowClient(tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
-        exp_id = client.create_experiment(experiment, artifact_location=artifact_root,
-                                          tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND_TRAINING})
+        try:
+            exp_id = client.create_experiment(experiment, artifact_location=artifact_root or None,
+                                              tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND_TRAINING})
+        except MlflowException:  # several workers starting at once: another one created it first
+            exp = client.get_experiment_by_name(experiment)
+            if exp is None:
+                raise
+            exp_id = exp.experiment_id
     else:
         exp_id = exp.experiment_id
         if EXPERIMENT_KIND_TAG not in exp.tags:  # created before the tag: mark it, keep a kind set by hand

@@ -1,12 +1,15 @@
 """Optuna studies: seeded TPE, median pruning over CV folds, RDB storage (SQLite default, PostgreSQL by URL).
 
 The objective is the cross-validated MAPE (percent, original scale) on the TRAINING part only.
+A study that workers share (src/train/shared.py, made by `python -m src.train.worker`) is joined, never
+replaced, and tuned only through its queue: its budget is spent once, whoever spends it.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import time
 import warnings
 from collections.abc import Callable
 
@@ -14,7 +17,11 @@ import mlflow
 import numpy as np
 import optuna
 import pandas as pd
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from src.train import shared
 from src.train.estimators import suggest
 from src.train.metrics import mape
 
@@ -42,7 +49,13 @@ def cv_mape(make_model: Callable[[dict], object], params: dict, X: pd.DataFrame,
 
 
 def create_study(name: str, storage: str, seed: int, resume: bool = False) -> optuna.Study:
-    """A fresh seeded study (an existing one of the same name is replaced unless `resume`)."""
+    """A fresh seeded study (an existing one of the same name is replaced unless `resume`).
+
+    A shared study of that name (workers' study, with its queue and heartbeats) is joined as it is.
+    """
+    joined = shared.open_if_shared(name, storage, seed)
+    if joined is not None:
+        return joined
     if not resume:
         try:
             optuna.delete_study(study_name=name, storage=storage)
@@ -58,33 +71,73 @@ def create_study(name: str, storage: str, seed: int, resume: bool = False) -> op
     )
 
 
+class TrialRun:
+    """One trial's MLflow run, by the client API (a failure to close it cannot leave a run on MLflow's stack)."""
+
+    def __init__(self, name: str, parent: str | None, tags: dict[str, str]) -> None:
+        self.client = MlflowClient()
+        # The parent is the protocol run, or a shared study's run; without either, the process's experiment.
+        exp = (self.client.get_run(parent).info.experiment_id if parent
+               else mlflow.tracking.fluent._get_experiment_id())
+        tags = {**tags, MLFLOW_RUN_NAME: name, **({MLFLOW_PARENT_RUN_ID: parent} if parent else {})}
+        self.run_id = self.client.create_run(exp, run_name=name, tags=tags).info.run_id
+
+    def end(self, state: str, params: dict, metrics: dict[str, float] | None = None) -> None:
+        """Log params (and metrics), tag `trial_state`, end the run: FINISHED, or FAILED for a failed trial."""
+        now = int(time.time() * 1000)
+        try:
+            self.client.log_batch(self.run_id, params=[Param(k, str(v)) for k, v in params.items()],
+                                  metrics=[Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()],
+                                  tags=[RunTag("trial_state", state)])
+        finally:
+            self.client.set_terminated(self.run_id, "FAILED" if state == "FAIL" else "FINISHED")
+
+
 def tune(study: optuna.Study, space: dict, make_model: Callable[[dict], object], X: pd.DataFrame,
          y: np.ndarray, splits, n_trials: int, log_trials: bool, run_prefix: str,
-         enqueue: dict | None = None, progress: bool = True) -> optuna.Study:
-    """Run `n_trials` trials; each trial becomes a nested MLflow run (params, cv_mape, state)."""
-    if enqueue:
-        study.enqueue_trial(enqueue, skip_if_exists=True)
+         enqueue: dict | None = None, progress: bool = True,
+         policy: shared.FaultPolicy | None = None, drain: bool = True) -> optuna.Study:
+    """Run `n_trials` trials; each trial becomes a nested MLflow run (params, cv_mape, state).
+
+    A shared study instead runs its queued trials until its budget (which must equal `n_trials`) is spent by
+    all its workers (`drain`: and until none runs anywhere); `policy` says how to ride out database outages there.
+    """
+    found = shared.settings(study)
+    active = mlflow.active_run()
+    parent = active.info.run_id if active else (found or {}).get("mlflow_run_id")
 
     def objective(trial: optuna.Trial) -> float:
-        params = suggest(trial, space)
-        ctx = mlflow.start_run(run_name=f"{run_prefix}/trial-{trial.number}", nested=True) if log_trials else None
+        # The run first, so that a trial failing at any step below still has its (FAILED) run.
+        run = TrialRun(f"{run_prefix}/trial-{trial.number}", parent, {
+            "run_kind": "trial", "optuna_study": study.study_name, "optuna_trial": str(trial.number),
+            "worker": shared.worker_id()}) if log_trials else None
+        params: dict = {}
         try:
-            try:
-                score = cv_mape(make_model, params, X, y, splits, trial)
-            except optuna.TrialPruned:
-                if ctx:
-                    mlflow.log_params(params)
-                    mlflow.set_tags({"run_kind": "trial", "trial_state": "PRUNED"})
-                raise
-            if ctx:
-                mlflow.log_params(params)
-                mlflow.log_metric("cv_mape", score)
-                mlflow.set_tags({"run_kind": "trial", "trial_state": "COMPLETE"})
-            return score
-        finally:
-            if ctx:
-                mlflow.end_run()
+            if run:
+                trial.set_user_attr(shared.RUN_ATTR, run.run_id)
+            if found is not None:
+                trial.set_user_attr(shared.WORKER_ATTR, shared.worker_id())
+            params = suggest(trial, space)
+            score = cv_mape(make_model, params, X, y, splits, trial)
+        except optuna.TrialPruned:
+            if run:
+                run.end("PRUNED", params)
+            raise
+        except BaseException:
+            if run:
+                run.end("FAIL", params)
+            raise
+        if run:
+            run.end("COMPLETE", params, {"cv_mape": score})
+        return score
 
+    if found is not None:
+        shared.check_budget(study, n_trials)
+        counts = shared.run_queue(study, objective, policy or shared.FaultPolicy(), drain=drain)
+        log.info("study %s: %s", study.study_name, counts)
+        return study
+    if enqueue:
+        study.enqueue_trial(enqueue, skip_if_exists=True)
     study.optimize(objective, n_trials=n_trials, show_progress_bar=progress, catch=())
     return study
 

@@ -276,6 +276,19 @@ class _Runner:
             self.pool = None
 
 
+def canonical(df: pd.DataFrame, keys: list[str], sort_columns: bool = True) -> pd.DataFrame:
+    """The table in one canonical order: rows sorted by `keys` then every other column (ties cannot depend on the
+    order rows were computed or carried in), `keys` first then the other columns by name, a fresh index.
+
+    Why: the same rows must write the same bytes, or every `dvc repro` dirties git and reruns all later stages.
+    """
+    if df.empty:
+        return df.reset_index(drop=True)
+    rest = [c for c in df.columns if c not in keys]
+    cols = [k for k in keys if k in df.columns] + (sorted(rest) if sort_columns else rest)
+    return df[cols].sort_values(cols, kind="mergesort", na_position="last").reset_index(drop=True)
+
+
 def _previous(counts: Path, failures: Path, static: Path, version: str) -> tuple[pd.DataFrame, ...]:
     """The committed tables of an earlier run (rows of this zoo version only)."""
     c = pd.read_parquet(counts) if counts.exists() else pd.DataFrame()
@@ -387,7 +400,8 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
     fails = pd.DataFrame(failures, columns=["model_key", "model", "model_source", "img_size", "n_gpus",
                                             "zoo_source", "zoo_model", "stage", "error", "reason", "seconds",
                                             "zoo_version"])
-    static_df = pd.DataFrame(list(statics.values()))
+    fails = canonical(fails, ["model_key", "img_size"], sort_columns=False)
+    static_df = canonical(pd.DataFrame(list(statics.values())), ["model_key"])
     for path in (out_counts, out_failures, out_static):
         path.parent.mkdir(parents=True, exist_ok=True)
     counts.to_parquet(out_counts, index=False)
