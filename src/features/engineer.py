@@ -7,6 +7,8 @@ precision, GPU specs) and the same code computes the features in training and in
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -54,34 +56,92 @@ def parse_release(version) -> float:
     return float(m.group(1)) + float(m.group(2)) / 100.0 if m else float("nan")
 
 
-def release_features(framework: np.ndarray, release: np.ndarray) -> dict[str, np.ndarray]:
-    """Numeric release and whether fp32 convolutions default to TF32, vectorised over rows."""
-    since = np.array([TF32_CONV_SINCE.get(str(f), np.inf) for f in framework], dtype=float)
-    return {"framework_release": release, "tf32_conv_default": (release >= since).astype(float)}
+# ---------------------------------------------------------------- column helpers (NumPy, one pass per column)
+# Why: a served request is one row; building pandas objects column by column cost ~70 ms per call, so features
+# are computed on NumPy arrays and a frame is built once at the end. Inputs are a DataFrame or any mapping of
+# column name -> array (the served fast path hands over arrays).
+Columns = Mapping[str, Any]
+
+
+def _floats(X: Columns, col: str) -> np.ndarray:
+    return np.asarray(X[col], dtype=float)
+
+
+def _strings(values: Any) -> np.ndarray:
+    """Object array of str, like `Series.astype(str)` (non-strings are formatted; missing values stay missing)."""
+    arr = np.asarray(values, dtype=object)
+    if arr.size and pd.api.types.infer_dtype(arr, skipna=True) != "string":
+        arr = np.array([v if isinstance(v, str) or v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
+                        for v in arr.tolist()], dtype=object)
+    return arr
+
+
+def lookup(values: Any, fn: Callable[[Any], float]) -> np.ndarray:
+    """fn applied to each distinct value once (factorised), as float per row: dictionary maps and regex parses
+    over 10,000 rows cost the number of distinct values, not of rows."""
+    codes, uniq = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+    table = np.array([fn(u) for u in uniq], dtype=float)
+    return table[codes] if len(uniq) else np.zeros(0)
+
+
+def bytes_per_element(precision: Any) -> np.ndarray:
+    return lookup(precision, lambda p: BYTES_PER_ELEMENT.get(p, 4.0) if isinstance(p, str) else 4.0)
+
+
+def int8_tops_arrays(cc: np.ndarray, fp32: np.ndarray, tensor_fp16: np.ndarray) -> np.ndarray:
+    dp4a = (np.round(cc, 1) == 6.1) | ((cc >= 7.0) & (cc < 7.5))
+    return np.where(cc >= 7.5, 2.0 * tensor_fp16, np.where(dp4a, 4.0 * fp32, fp32))
 
 
 def int8_tops(gpu: pd.DataFrame) -> pd.Series:
     """Dense int8 peak (TOP/s): tensor cores from Turing (cc 7.5) at 2x their fp16 rate; dp4a (4 int8 MACs per
     fp32 lane) on cc 6.1 and on Volta, whose tensor cores have no int8 mode; the fp32 rate on older GPUs."""
-    cc = gpu["compute_capability"].astype(float)
-    fp32 = gpu["fp32_tflops"].astype(float)
-    dp4a = (cc.round(1) == 6.1) | ((cc >= 7.0) & (cc < 7.5))
-    return pd.Series(np.where(cc >= 7.5, 2.0 * gpu["tensor_fp16_tflops"].astype(float),
-                              np.where(dp4a, 4.0 * fp32, fp32)), index=gpu.index)
+    return pd.Series(int8_tops_arrays(_floats(gpu, "compute_capability"), _floats(gpu, "fp32_tflops"),
+                                      _floats(gpu, "tensor_fp16_tflops")), index=gpu.index)
+
+
+def peak_arrays(precision: Any, gpu: Columns) -> np.ndarray:
+    """Precision-appropriate peak (TFLOP/s) per row: tensor-core fp16 for half/mixed precision, the int8 rate for
+    int8, the fp64 or fp32 CUDA-core rate else."""
+    kind = lookup(precision, lambda p: 1.0 if p in HALF_PRECISIONS else 2.0 if p == "fp64" else
+                  3.0 if p == "int8" else 0.0)
+    fp32 = _floats(gpu, "fp32_tflops")
+    peak = np.where(kind == 1.0, _floats(gpu, "tensor_fp16_tflops"), fp32)
+    if (kind == 2.0).any():
+        peak = np.where(kind == 2.0, _floats(gpu, "fp64_tflops"), peak)
+    if (kind == 3.0).any():
+        int8 = int8_tops_arrays(_floats(gpu, "compute_capability"), fp32, _floats(gpu, "tensor_fp16_tflops"))
+        peak = np.where(kind == 3.0, int8, peak)
+    return peak
 
 
 def peak_tflops(precision: pd.Series, gpu: pd.DataFrame) -> pd.Series:
-    """Precision-appropriate peak: tensor-core fp16 for half/mixed precision, int8 rate for int8, fp32 or fp64
-    CUDA-core rate else."""
-    peak = gpu["fp32_tflops"].astype(float).copy()
-    half = precision.isin(HALF_PRECISIONS)
-    peak[half] = gpu.loc[half, "tensor_fp16_tflops"].astype(float)
-    fp64 = precision.eq("fp64")
-    peak[fp64] = gpu.loc[fp64, "fp64_tflops"].astype(float)
-    int8 = precision.eq("int8")
-    if int8.any():
-        peak[int8] = int8_tops(gpu.loc[int8])
-    return peak
+    """`peak_arrays` as a Series on the GPU frame's index."""
+    return pd.Series(peak_arrays(precision.to_numpy(), gpu), index=gpu.index)
+
+
+def engineer_arrays(X: Columns) -> dict[str, np.ndarray]:
+    """The ENGINEERED columns of `engineer` as arrays (same operations, same order, so the same floats)."""
+    training = _strings(X["mode"]) == "training"
+    bpe = bytes_per_element(X["precision"])
+    batch = _floats(X, "batch_size")
+    out: dict[str, np.ndarray] = {}
+    out["flops_per_sample"] = 2.0 * _floats(X, "gmacs") * 1e9 * np.where(training, 3.0, 1.0)
+    out["flops_step"] = out["flops_per_sample"] * batch
+    out["weight_bytes"] = _floats(X, "param_count_m") * 1e6 * bpe * np.where(training, 4.0, 1.0)
+    out["activation_bytes"] = 2.0 * _floats(X, "activations_m") * 1e6 * batch * bpe * np.where(training, 2.0, 1.0)
+    out["bytes_step"] = out["weight_bytes"] + out["activation_bytes"]
+    out["arithmetic_intensity"] = out["flops_step"] / np.maximum(out["bytes_step"], EPS)
+    out["peak_tflops"] = peak_arrays(X["precision"], X)
+    bw = _floats(X, "memory_bandwidth_gbs")
+    out["t_compute_ms"] = out["flops_step"] / (np.maximum(out["peak_tflops"], EPS) * 1e12) * 1e3
+    out["t_memory_ms"] = out["bytes_step"] / np.clip(bw * 1e9, EPS, None) * 1e3
+    out["t_roofline_ms"] = np.maximum(out["t_compute_ms"], out["t_memory_ms"])
+    ridge = out["peak_tflops"] * 1e12 / np.clip(bw * 1e9, EPS, None)
+    out["intensity_over_ridge"] = out["arithmetic_intensity"] / np.maximum(ridge, EPS)
+    out["samples_per_sm"] = batch / np.maximum(_floats(X, "sm_count"), 1.0)
+    out["pixels"] = _floats(X, "img_size") ** 2
+    return out
 
 
 def engineer(X: pd.DataFrame) -> pd.DataFrame:
@@ -91,28 +151,18 @@ def engineer(X: pd.DataFrame) -> pd.DataFrame:
     read, gradient, optimizer state) + activations written and read (x2 more in training). Roofline time =
     max(FLOPs / peak, bytes / bandwidth).
     """
-    training = X["mode"].astype(str).eq("training").to_numpy()
-    bpe = X["precision"].astype(str).map(BYTES_PER_ELEMENT).fillna(4.0).to_numpy()
-    batch = X["batch_size"].astype(float).to_numpy()
-    out = pd.DataFrame(index=X.index)
-    out["flops_per_sample"] = 2.0 * X["gmacs"].astype(float).to_numpy() * 1e9 * np.where(training, 3.0, 1.0)
-    out["flops_step"] = out["flops_per_sample"] * batch
-    out["weight_bytes"] = X["param_count_m"].astype(float).to_numpy() * 1e6 * bpe * np.where(training, 4.0, 1.0)
-    out["activation_bytes"] = (
-        2.0 * X["activations_m"].astype(float).to_numpy() * 1e6 * batch * bpe * np.where(training, 2.0, 1.0)
-    )
-    out["bytes_step"] = out["weight_bytes"] + out["activation_bytes"]
-    out["arithmetic_intensity"] = out["flops_step"] / out["bytes_step"].clip(lower=EPS)
-    out["peak_tflops"] = peak_tflops(X["precision"].astype(str), X).to_numpy()
-    bw = X["memory_bandwidth_gbs"].astype(float).to_numpy()
-    out["t_compute_ms"] = out["flops_step"] / (out["peak_tflops"].clip(lower=EPS) * 1e12) * 1e3
-    out["t_memory_ms"] = out["bytes_step"] / np.clip(bw * 1e9, EPS, None) * 1e3
-    out["t_roofline_ms"] = np.maximum(out["t_compute_ms"], out["t_memory_ms"])
-    ridge = out["peak_tflops"] * 1e12 / np.clip(bw * 1e9, EPS, None)
-    out["intensity_over_ridge"] = out["arithmetic_intensity"] / ridge.clip(lower=EPS)
-    out["samples_per_sm"] = batch / X["sm_count"].astype(float).clip(lower=1.0).to_numpy()
-    out["pixels"] = X["img_size"].astype(float).to_numpy() ** 2
-    return out
+    return pd.DataFrame(engineer_arrays(X), index=X.index)
+
+
+def release_features(framework: np.ndarray, release: np.ndarray) -> dict[str, np.ndarray]:
+    """Numeric release and whether fp32 convolutions default to TF32, vectorised over rows."""
+    since = lookup(framework, lambda f: TF32_CONV_SINCE.get(str(f), np.inf))
+    return {"framework_release": release, "tf32_conv_default": (release >= since).astype(float)}
+
+
+def parse_releases(versions: Any) -> np.ndarray:
+    """parse_release per row, each distinct version string parsed once."""
+    return lookup(versions, parse_release)
 
 
 class PerfFeatures(BaseEstimator, TransformerMixin):
@@ -142,7 +192,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         self.n_features_in_ = X.shape[1]
         if self.release_column:
             # An unknown release (git hash, empty) gets its framework's median training release, else the median.
-            rel = X[self.release_column].map(parse_release)
+            rel = pd.Series(parse_releases(X[self.release_column]), index=X.index)
             fw = X["framework"].astype(str)
             self.release_by_framework_ = {str(k): float(v) for k, v in rel.groupby(fw).median().dropna().items()}
             self.release_median_ = float(np.nanmedian(rel)) if rel.notna().any() else 0.0
@@ -170,60 +220,77 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
 
         return NO_LOG_COLUMNS | (set(SHARE_FEATURES) if self.physics is not None else set())
 
-    def physics_frame(self, X: pd.DataFrame) -> pd.DataFrame:
-        """The per-kernel physics estimate of every row (src/features/layer_physics.py), memoised."""
-        from .layer_physics import PhysicsConstants, cached_price
+    def _log_kinds(self) -> list[str]:
+        """Per numeric column: '' (as is), 'log1p' (zero-able counts) or 'log' (positive magnitudes)."""
+        no_log, ptx = self._no_log(), set(self.ptx_features)
+        return ["" if c in no_log else "log1p" if c in LOG1P_COLUMNS or c in ptx else "log"
+                for c in self.numeric_names()]
+
+    def physics_frame(self, X: Columns, tf32: np.ndarray | None = None) -> pd.DataFrame:
+        """The per-kernel physics estimate of every row (src/features/layer_physics.py), memoised. `tf32`: the
+        rows' TF32 flags when the caller has them (else derived from the release column)."""
+        from .layer_physics import GPU_COLUMNS, ROW_COLUMNS, PhysicsConstants, cached_price
 
         if self.physics is None:
             raise ValueError("PerfFeatures has no kernel profiles (physics=None)")
-        tf32 = None
-        if self.release_column:
-            tf32 = self.release(X)["tf32_conv_default"].to_numpy() > 0
+        if tf32 is None and self.release_column:
+            tf32 = self.release_arrays(X)["tf32_conv_default"] > 0
+        if not isinstance(X, pd.DataFrame):
+            X = pd.DataFrame({c: X[c] for c in ROW_COLUMNS + GPU_COLUMNS if c in X})
         return cached_price(X, self.physics, PhysicsConstants.from_config(self.physics_constants), tf32)
 
-    def release(self, X: pd.DataFrame) -> pd.DataFrame:
-        fw = X["framework"].astype(str).to_numpy()
-        rel = X[self.release_column].map(parse_release).to_numpy(dtype=float, copy=True)
+    def release_arrays(self, X: Columns) -> dict[str, np.ndarray]:
+        fw = _strings(X["framework"])
+        rel = parse_releases(X[self.release_column])
         unknown = np.isnan(rel)
         if unknown.any():
-            fill = np.array([self.release_by_framework_.get(f, self.release_median_) for f in fw[unknown]])
-            rel[unknown] = fill
-        return pd.DataFrame(release_features(fw, rel), index=X.index)
+            rel[unknown] = lookup(fw[unknown], lambda f: self.release_by_framework_.get(f, self.release_median_))
+        return release_features(fw, rel)
+
+    def release(self, X: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame(self.release_arrays(X), index=X.index)
+
+    def transform_arrays(self, X: Columns, physics_sink: dict | None = None
+                         ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """(numeric features as one float matrix in `numeric_names` order, logs applied; categorical columns as
+        str arrays). The single implementation behind `transform` and the served fast path. `physics_sink`
+        receives the unlogged physics frame under "physics" (the efficiency target's baseline: priced once)."""
+        specs = list(self.gpu_features) if self.spec_features else []
+        blocks = [_floats(X, c) for c in list(self.numeric_inputs) + specs + list(self.ptx_features)]
+        if self.engineered:
+            blocks += list(engineer_arrays(X).values())
+        tf32 = None
+        if self.release_column:
+            rel = self.release_arrays(X)
+            blocks += [rel[c] for c in RELEASE_FEATURES]
+            tf32 = rel["tf32_conv_default"] > 0
+        if self.physics is not None:
+            phys = self.physics_frame(X, tf32)
+            if physics_sink is not None:
+                physics_sink["physics"] = phys
+            blocks += [phys[c].to_numpy(dtype=float) for c in self._physics_names()]
+        n = len(blocks[0]) if blocks else 0
+        num = np.empty((n, len(blocks)))
+        for j, b in enumerate(blocks):
+            num[:, j] = b
+        kinds = np.array(self._log_kinds())
+        if (kinds == "log").any():
+            num[:, kinds == "log"] = np.log(np.clip(num[:, kinds == "log"], EPS, None))
+        if (kinds == "log1p").any():
+            num[:, kinds == "log1p"] = np.log1p(np.clip(num[:, kinds == "log1p"], 0.0, None))
+        cats = {c: _strings(X[c]) for c in self.encoded_categoricals()}
+        return num, cats
 
     def transform(self, X: pd.DataFrame) -> pd.DataFrame:
-        specs = list(self.gpu_features) if self.spec_features else []
-        raw_cols = list(self.numeric_inputs) + specs + list(self.ptx_features)
-        num = X[raw_cols].astype(float)
-        if self.engineered:
-            num = pd.concat([num, engineer(X)], axis=1)
-        if self.release_column:
-            num = pd.concat([num, self.release(X)], axis=1)
-        if self.physics is not None:
-            num = pd.concat([num, self.physics_frame(X)], axis=1)
-        no_log = self._no_log()
-        out = pd.DataFrame(index=X.index)
-        for col in num.columns:
-            v = num[col].to_numpy(dtype=float)
-            if col in no_log:
-                out[col] = v
-            elif col in LOG1P_COLUMNS or col in set(self.ptx_features):
-                out[f"log1p_{col}"] = np.log1p(np.clip(v, 0.0, None))
-            else:
-                out[f"log_{col}"] = np.log(np.clip(v, EPS, None))
-        for col in self.encoded_categoricals():
-            out[col] = X[col].astype(str).to_numpy()
-        return out
+        num, cats = self.transform_arrays(X)
+        names = self.get_feature_names_out()
+        out = {str(name): num[:, j] for j, name in enumerate(names[:num.shape[1]])}
+        out.update({c: X[c].astype(str).to_numpy() for c in cats})
+        return pd.DataFrame(out, index=X.index)
 
     def get_feature_names_out(self, input_features=None):
-        names = []
-        no_log = self._no_log()
-        for col in self.numeric_names():
-            if col in no_log:
-                names.append(col)
-            elif col in LOG1P_COLUMNS or col in set(self.ptx_features):
-                names.append(f"log1p_{col}")
-            else:
-                names.append(f"log_{col}")
+        prefix = {"": "", "log1p": "log1p_", "log": "log_"}
+        names = [prefix[k] + col for k, col in zip(self._log_kinds(), self.numeric_names(), strict=True)]
         return np.array(names + self.encoded_categoricals(), dtype=object)
 
 

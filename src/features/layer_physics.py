@@ -125,10 +125,25 @@ class ProfileIndex:
         return len(self.count)
 
 
-def _row_hash(X: pd.DataFrame, constants: PhysicsConstants) -> str:
-    cols = [c for c in ROW_COLUMNS + GPU_COLUMNS + ["tf32"] if c in X.columns]
-    h = pd.util.hash_pandas_object(X[cols], index=False).to_numpy()
-    return hashlib.md5(h.tobytes() + repr(constants).encode()).hexdigest()
+def _row_hash(X: pd.DataFrame, constants: PhysicsConstants, tf32: np.ndarray | None = None) -> str:
+    """Content key of the rows priced (the columns price_rows reads, the TF32 flags and the constants).
+
+    Why not pandas' hash_pandas_object: it costs ~1 ms even for one row (a served request); hashing each
+    column's raw bytes (numbers) or joined text (strings) costs microseconds and tens of ms for a training table.
+    """
+    h = hashlib.md5(repr(constants).encode())
+    h.update(str(len(X)).encode())
+    for c in ROW_COLUMNS + GPU_COLUMNS:
+        if c not in X.columns:
+            continue
+        v = X[c].to_numpy()
+        h.update(c.encode() + b"\x1e" + str(v.dtype).encode() + b"\x1e")
+        if v.dtype.kind in "biuf":
+            h.update(np.ascontiguousarray(v).tobytes())
+        else:
+            h.update("\x1f".join(map(str, v.tolist())).encode())
+    h.update(b"tf32" + (b"" if tf32 is None else np.asarray(tf32, dtype=bool).tobytes()))
+    return h.hexdigest()
 
 
 def _spans(index: ProfileIndex, model_key: str, img_size: int, mode_key: str) -> list[tuple[int, int]] | None:
@@ -145,27 +160,40 @@ def _spans(index: ProfileIndex, model_key: str, img_size: int, mode_key: str) ->
 
 def _pairs(index: ProfileIndex, model_key: np.ndarray, img_size: np.ndarray, mode: np.ndarray
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row of each pair, kernel of each pair, rows with a profile) for every kernel of every row's passes."""
+    """(row of each pair, kernel of each pair, rows with a profile) for every kernel of every row's passes.
+
+    Pairs are ordered by row, then pass, then kernel (the order the per-row sums accumulate in). Rows are grouped
+    by their (CNN, size, mode) key with factorised codes rather than a pandas groupby: a served single-row
+    request then costs tens of microseconds here instead of a millisecond.
+    """
     n = len(model_key)
-    starts, lengths, owners = [], [], []
     found = np.zeros(n, dtype=bool)
-    keys = pd.DataFrame({"m": model_key, "s": img_size, "d": mode})
-    for (m, s, d), rows in keys.groupby(["m", "s", "d"], sort=False).indices.items():
-        spans = _spans(index, str(m), int(s), str(d))
-        if spans is None:
-            continue
-        found[rows] = True
-        for a, b in spans:
-            starts.append(np.full(len(rows), a))
-            lengths.append(np.full(len(rows), b - a))
-            owners.append(rows)
-    if not starts:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), found
-    start = np.concatenate(starts)
-    length = np.concatenate(lengths)
-    owner = np.concatenate(owners)
-    order = np.argsort(owner, kind="stable")
-    start, length, owner = start[order], length[order], owner[order]
+    empty = np.zeros(0, dtype=np.int64)
+    if n == 0:
+        return empty, empty, found
+    codes = [pd.factorize(np.asarray(a), use_na_sentinel=False) for a in (model_key, img_size, mode)]
+    combo = np.zeros(n, dtype=np.int64)
+    for c, uniq in codes:
+        combo = combo * max(len(uniq), 1) + c
+    keys, first, group = np.unique(combo, return_index=True, return_inverse=True)
+    # Per group: its spans (start, length) in pass order, laid end to end; groups without a profile get none.
+    g_start, g_len, g_count = [], [], np.zeros(len(keys), dtype=np.int64)
+    for g, r in enumerate(first):
+        spans = _spans(index, str(model_key[r]), int(img_size[r]), str(mode[r]))
+        for a, b in spans or ():
+            g_start.append(a)
+            g_len.append(b - a)
+        g_count[g] = len(spans or ())
+    if not g_start:
+        return empty, empty, found
+    g_start, g_len = np.asarray(g_start, dtype=np.int64), np.asarray(g_len, dtype=np.int64)
+    g_offset = np.cumsum(g_count) - g_count
+    per_row = g_count[group.ravel()]
+    found = per_row > 0
+    owner = np.repeat(np.arange(n), per_row)
+    span = np.repeat(g_offset[group.ravel()], per_row) + (np.arange(per_row.sum()) - np.repeat(
+        np.cumsum(per_row) - per_row, per_row))
+    start, length = g_start[span], g_len[span]
     pair_row = np.repeat(owner, length)
     offsets = np.arange(length.sum()) - np.repeat(np.cumsum(length) - length, length)
     pair_kernel = np.repeat(start, length) + offsets
@@ -285,11 +313,20 @@ def price_rows(X: pd.DataFrame, index: ProfileIndex, constants: PhysicsConstants
 
 def cached_price(X: pd.DataFrame, index: ProfileIndex, constants: PhysicsConstants,
                  tf32: np.ndarray | None = None) -> pd.DataFrame:
-    """price_rows, memoised on the rows' content (training prices the same rows for every trial and fold)."""
-    key = _row_hash(X.assign(tf32=np.zeros(len(X), bool) if tf32 is None else np.asarray(tf32, bool)), constants)
+    """price_rows, memoised on the rows' content (training prices the same rows for every trial and fold).
+
+    Frames of a few rows (served requests) are priced directly: hashing them costs as much as a repeat would
+    save. Only the columns price_rows reads are handed on (a narrower frame is cheaper to index); a frame lacking
+    one goes on whole, so price_rows names what is missing."""
+    small_frame_rows = 16
+    cols = ROW_COLUMNS + GPU_COLUMNS
+    narrow = X if list(X.columns) == cols or not set(cols) <= set(X.columns) else X[cols]
+    if len(X) <= small_frame_rows:
+        return price_rows(narrow, index, constants, tf32).set_axis(X.index)
+    key = _row_hash(X, constants, tf32)
     hit = index._cache.get(key)
     if hit is None:
-        hit = price_rows(X, index, constants, tf32)
+        hit = price_rows(narrow, index, constants, tf32)
         if len(index._cache) > 64:
             index._cache.clear()
         index._cache[key] = hit

@@ -78,3 +78,159 @@ def test_int8_peak_matches_datasheets(gpu, datasheet_tops):
     peak = float(peak_tflops(pd.Series(["int8"], index=specs.index), specs).iloc[0])
     assert peak == pytest.approx(datasheet_tops, rel=0.05)
     assert BYTES_PER_ELEMENT["int8"] == 1.0
+
+
+# ---------------------------------------------------------------- the NumPy rewrite against the pandas original
+# Frozen copy of the pandas implementation before issue 13 (engineer, peak_tflops, int8_tops and
+# PerfFeatures.release / transform), kept to prove the NumPy rewrite computes the same feature matrix.
+def _old_int8_tops(gpu: pd.DataFrame) -> pd.Series:
+    cc = gpu["compute_capability"].astype(float)
+    fp32 = gpu["fp32_tflops"].astype(float)
+    dp4a = (cc.round(1) == 6.1) | ((cc >= 7.0) & (cc < 7.5))
+    return pd.Series(np.where(cc >= 7.5, 2.0 * gpu["tensor_fp16_tflops"].astype(float),
+                              np.where(dp4a, 4.0 * fp32, fp32)), index=gpu.index)
+
+
+def _old_peak_tflops(precision: pd.Series, gpu: pd.DataFrame) -> pd.Series:
+    from src.features.engineer import HALF_PRECISIONS
+
+    peak = gpu["fp32_tflops"].astype(float).copy()
+    half = precision.isin(HALF_PRECISIONS)
+    peak[half] = gpu.loc[half, "tensor_fp16_tflops"].astype(float)
+    fp64 = precision.eq("fp64")
+    peak[fp64] = gpu.loc[fp64, "fp64_tflops"].astype(float)
+    int8 = precision.eq("int8")
+    if int8.any():
+        peak[int8] = _old_int8_tops(gpu.loc[int8])
+    return peak
+
+
+def _old_engineer(X: pd.DataFrame) -> pd.DataFrame:
+    from src.features.engineer import BYTES_PER_ELEMENT, EPS
+
+    training = X["mode"].astype(str).eq("training").to_numpy()
+    bpe = X["precision"].astype(str).map(BYTES_PER_ELEMENT).fillna(4.0).to_numpy()
+    batch = X["batch_size"].astype(float).to_numpy()
+    out = pd.DataFrame(index=X.index)
+    out["flops_per_sample"] = 2.0 * X["gmacs"].astype(float).to_numpy() * 1e9 * np.where(training, 3.0, 1.0)
+    out["flops_step"] = out["flops_per_sample"] * batch
+    out["weight_bytes"] = X["param_count_m"].astype(float).to_numpy() * 1e6 * bpe * np.where(training, 4.0, 1.0)
+    out["activation_bytes"] = (
+        2.0 * X["activations_m"].astype(float).to_numpy() * 1e6 * batch * bpe * np.where(training, 2.0, 1.0)
+    )
+    out["bytes_step"] = out["weight_bytes"] + out["activation_bytes"]
+    out["arithmetic_intensity"] = out["flops_step"] / out["bytes_step"].clip(lower=EPS)
+    out["peak_tflops"] = _old_peak_tflops(X["precision"].astype(str), X).to_numpy()
+    bw = X["memory_bandwidth_gbs"].astype(float).to_numpy()
+    out["t_compute_ms"] = out["flops_step"] / (out["peak_tflops"].clip(lower=EPS) * 1e12) * 1e3
+    out["t_memory_ms"] = out["bytes_step"] / np.clip(bw * 1e9, EPS, None) * 1e3
+    out["t_roofline_ms"] = np.maximum(out["t_compute_ms"], out["t_memory_ms"])
+    ridge = out["peak_tflops"] * 1e12 / np.clip(bw * 1e9, EPS, None)
+    out["intensity_over_ridge"] = out["arithmetic_intensity"] / ridge.clip(lower=EPS)
+    out["samples_per_sm"] = batch / X["sm_count"].astype(float).clip(lower=1.0).to_numpy()
+    out["pixels"] = X["img_size"].astype(float).to_numpy() ** 2
+    return out
+
+
+def _old_release(pf: PerfFeatures, X: pd.DataFrame) -> pd.DataFrame:
+    from src.features.engineer import TF32_CONV_SINCE, parse_release
+
+    fw = X["framework"].astype(str).to_numpy()
+    rel = X[pf.release_column].map(parse_release).to_numpy(dtype=float, copy=True)
+    unknown = np.isnan(rel)
+    if unknown.any():
+        rel[unknown] = np.array([pf.release_by_framework_.get(f, pf.release_median_) for f in fw[unknown]])
+    since = np.array([TF32_CONV_SINCE.get(str(f), np.inf) for f in fw], dtype=float)
+    return pd.DataFrame({"framework_release": rel, "tf32_conv_default": (rel >= since).astype(float)}, index=X.index)
+
+
+def _old_transform(pf: PerfFeatures, X: pd.DataFrame) -> pd.DataFrame:
+    from src.features.engineer import EPS, LOG1P_COLUMNS
+    from src.features.layer_physics import PhysicsConstants, cached_price
+
+    specs = list(pf.gpu_features) if pf.spec_features else []
+    num = X[list(pf.numeric_inputs) + specs + list(pf.ptx_features)].astype(float)
+    if pf.engineered:
+        num = pd.concat([num, _old_engineer(X)], axis=1)
+    if pf.release_column:
+        num = pd.concat([num, _old_release(pf, X)], axis=1)
+    if pf.physics is not None:
+        tf32 = _old_release(pf, X)["tf32_conv_default"].to_numpy() > 0 if pf.release_column else None
+        num = pd.concat([num, cached_price(X, pf.physics, PhysicsConstants.from_config(pf.physics_constants),
+                                           tf32)], axis=1)
+    no_log = pf._no_log()
+    out = pd.DataFrame(index=X.index)
+    for col in num.columns:
+        v = num[col].to_numpy(dtype=float)
+        if col in no_log:
+            out[col] = v
+        elif col in LOG1P_COLUMNS or col in set(pf.ptx_features):
+            out[f"log1p_{col}"] = np.log1p(np.clip(v, 0.0, None))
+        else:
+            out[f"log_{col}"] = np.log(np.clip(v, EPS, None))
+    for col in pf.encoded_categoricals():
+        out[col] = X[col].astype(str).to_numpy()
+    return out
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    from tests.serve.realdata import real_table
+
+    return real_table(str(tmp_path_factory.mktemp("real")))
+
+
+def _perf(c: dict, index) -> PerfFeatures:
+    f = c["features"]
+    return PerfFeatures(list(f["numeric_inputs"]), list(f["categorical_inputs"]), list(f["gpu_features"]), [],
+                        engineered=True, release_column=f.get("release_column"), physics=index,
+                        physics_constants=c.get("physics"))
+
+
+def test_numpy_features_equal_the_pandas_original_on_the_real_table(real):
+    """Every feature of every real row, bit for bit: raw logs, GPU specs, roofline terms, releases, physics."""
+    from src.features.engineer import input_columns
+
+    df, index, c = real
+    X = df[input_columns(c["features"], [])]
+    pf = _perf(c, index).fit(X)
+    new = pf.transform(X)
+    pd.testing.assert_frame_equal(new, _old_transform(pf, X), check_exact=True)
+    assert list(new.columns) == list(pf.get_feature_names_out())
+    pd.testing.assert_frame_equal(engineer(X), _old_engineer(X), check_exact=True)
+    # a shuffled slice with its own index, and single rows (the served case)
+    part = X.sample(300, random_state=1)
+    pd.testing.assert_frame_equal(pf.transform(part), _old_transform(pf, part), check_exact=True)
+    for i in range(0, 300, 60):
+        pd.testing.assert_frame_equal(pf.transform(part.iloc[[i]]), _old_transform(pf, part.iloc[[i]]),
+                                      check_exact=True)
+
+
+def test_transform_arrays_takes_plain_arrays(real):
+    """The served path hands over a dict of NumPy arrays (no DataFrame): same matrix as transform."""
+    from src.features.engineer import input_columns
+
+    df, index, c = real
+    X = df[input_columns(c["features"], [])].sample(200, random_state=2)
+    pf = _perf(c, index).fit(X)
+    num, cats = pf.transform_arrays({col: X[col].to_numpy() for col in X.columns})
+    frame = pf.transform(X)
+    assert np.array_equal(num, frame.iloc[:, :num.shape[1]].to_numpy(dtype=float))
+    assert all(np.array_equal(cats[k], frame[k].to_numpy(dtype=object)) for k in cats)
+
+
+def test_old_models_pickled_before_the_rewrite_still_transform():
+    """A PerfFeatures pickled by the pandas version has the same attributes: it loads and transforms."""
+    import pickle
+
+    pf = PerfFeatures(["param_count_m", "gmacs", "activations_m", "batch_size", "img_size"],
+                      ["precision", "mode", "framework"], ["memory_bandwidth_gbs", "tensor_cores",
+                                                           "compute_capability"], release_column="framework_version")
+    X = pd.DataFrame([row("fp32"), row("int8", "training", 128)]).assign(framework=["pytorch", "tensorflow"],
+                                                                         framework_version=["2.1", "abc"])
+    pf.fit(X)
+    state = {k: v for k, v in pickle.loads(pickle.dumps(pf)).__dict__.items()}
+    assert set(state) == {"numeric_inputs", "categorical_inputs", "gpu_features", "ptx_features", "engineered",
+                          "release_column", "physics", "physics_constants", "spec_features", "n_features_in_",
+                          "release_by_framework_", "release_median_"}
+    pd.testing.assert_frame_equal(pf.transform(X), _old_transform(pf, X), check_exact=True)
