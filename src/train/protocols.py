@@ -9,7 +9,7 @@ so every protocol below keeps a configuration's rows together, and so does tunin
 - random: a seeded random 30 % of configurations (GroupShuffleSplit over configuration ids);
 - random_rows: the old row-level 70/30 split, kept only to show how much twins flatter it;
 - leave_model_out: every row of a CNN architecture (model_key) held out together, GroupKFold;
-- leave_gpu_out: each GPU held out in turn;
+- leave_gpu_out: each GPU held out in turn (or, with `n_groups`, GPUs in that many shuffled groups);
 - leave_family_out: CNN families held out in groups, GroupKFold;
 - leave_arch_out: GPU architectures held out by age: train on older architectures, test on newer ones
   (ARCH_FOLDS: Ada/Hopper/Blackwell from everything older; Ampere from Pascal-Turing), the question a designer
@@ -129,6 +129,14 @@ def grouped_folds(df: pd.DataFrame, protocol: str, cfg: dict, seed: int) -> tupl
         groups = df["gpu"].astype(str)
         counts = groups.value_counts()
         skipped = sorted(counts[counts < int(cfg["leave_gpu_out"]["min_test_rows"])].index)
+        n_groups = cfg["leave_gpu_out"].get("n_groups")
+        if n_groups:
+            # Quick variant: GPUs shuffled into n_groups folds, each GPU still held out exactly once and never
+            # seen in its fold's training or tuning (fewer GPUs to learn from: no easier than one GPU per fold).
+            keep = ~groups.isin(skipped).to_numpy()
+            folds = _shuffled_group_kfold(groups.to_numpy()[keep], int(n_groups), seed, "gpus")
+            rows = np.flatnonzero(keep)
+            return [Fold(f.name, rows[f.train], rows[f.test], f.held_out) for f in folds], skipped
         folds = []
         for gpu in sorted(counts.index):
             if gpu in skipped:

@@ -52,3 +52,19 @@ def test_the_old_row_split_does_split_twins(real):
     ids = config_ids(df)
     (f,), _ = outer_folds(df, "random_rows", c["split"], int(c["seed"]))
     assert len(set(ids[f.train]) & set(ids[f.test])) > 1000
+
+
+def test_grouped_leave_gpu_out_holds_every_gpu_out_once_and_unseen(real):
+    """The quick main job's variant (split.leave_gpu_out.n_groups): same held-out rows as one fold per GPU."""
+    df, c = real
+    per_gpu, skipped = outer_folds(df, "leave_gpu_out", c["split"], int(c["seed"]))
+    cfg = {**c["split"], "leave_gpu_out": {**c["split"]["leave_gpu_out"], "n_groups": 8}}
+    grouped, skipped_grouped = outer_folds(df, "leave_gpu_out", cfg, int(c["seed"]))
+    assert len(grouped) == 8 and skipped_grouped == skipped
+    gpus = df["gpu"].astype(str).to_numpy()
+    held = np.concatenate([f.test for f in grouped])
+    assert np.array_equal(np.sort(held), np.sort(np.concatenate([f.test for f in per_gpu])))
+    assert sorted(g for f in grouped for g in f.held_out) == sorted(f.name for f in per_gpu)
+    for f in grouped:
+        assert not set(gpus[f.train]) & set(gpus[f.test]), f"{f.name}: a held-out GPU is in training"
+        assert set(gpus[f.test]) == set(f.held_out)
