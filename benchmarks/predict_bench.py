@@ -214,7 +214,7 @@ def load_test(port: int, bodies: list[bytes], clients: int, total: int) -> dict:
 
 
 def server_bench(model_path: str, rows: pd.DataFrame, workers: int, clients: int, total: int,
-                 batch_requests: int) -> dict:
+                 batch_requests: int, repeats: int = 3) -> dict:
     records = json.loads(rows.to_json(orient="records"))
     singles = [json.dumps({"dataframe_records": [r]}).encode() for r in records[:500]]
     batch = json.dumps({"dataframe_records": records[:1000]}).encode()
@@ -224,7 +224,12 @@ def server_bench(model_path: str, rows: pd.DataFrame, workers: int, clients: int
             for b in singles[:20] + [batch]:  # warm every worker
                 request(port, "POST", "/invocations", b)
             seq = load_test(port, singles, 1, min(total, 300))
-            conc = load_test(port, singles, clients, total)
+            # Repeated with fresh connections: uvicorn's workers share one listening socket and asyncio accepts
+            # every pending connection at once, so a burst of keep-alive clients may all land on one worker
+            # (one worker's rate) or spread over all of them; the runs show both, the median run is reported.
+            runs = [load_test(port, singles, clients, total) for _ in range(repeats)]
+            conc = sorted(runs, key=lambda r: r["requests_per_s"])[len(runs) // 2]
+            conc["runs"] = [{k: r[k] for k in ("requests_per_s", "p50_ms", "p99_ms", "errors")} for r in runs]
             big = load_test(port, [batch], min(clients, 4), batch_requests)
         finally:
             stop_server(proc)
@@ -272,6 +277,9 @@ def report(out: dict) -> None:
         extra = f"  {v['rows_per_s']:10.0f} rows/s" if "rows_per_s" in v else ""
         print(f"server {k:22s} clients {v['clients']}  {v['requests_per_s']:7.1f} req/s  p50 {v['p50_ms']:7.2f} ms"
               f"  p99 {v['p99_ms']:7.2f} ms  errors {v['errors']}{extra}")
+        for r in v.get("runs", []) if len(v.get("runs", [])) > 1 else []:
+            print(f"    run: {r['requests_per_s']:7.1f} req/s  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms"
+                  f"  errors {r['errors']}")
 
 
 def main() -> None:
@@ -282,6 +290,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--requests", type=int, default=2000, help="single-row requests of the concurrent test")
     ap.add_argument("--batch-requests", type=int, default=40, help="1,000-row requests")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of the concurrent test (fresh connections)")
     ap.add_argument("--singles", type=int, default=500, help="in-process single-row calls")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tag", default="", help="suffix of reports/bench/predict_bench-<tag>.json")
@@ -315,7 +324,8 @@ def main() -> None:
         rows.to_parquet(rows_path, index=False)
         out["in_process"] = run_in_process(local, rows_path, args.singles)
         out["load_avg_mid"] = load_avg()
-        out["server"] = server_bench(local, rows, args.workers, args.clients, args.requests, args.batch_requests)
+        out["server"] = server_bench(local, rows, args.workers, args.clients, args.requests, args.batch_requests,
+                                     args.repeats)
     out["load_avg_end"] = load_avg()
     dest = ROOT / "reports" / "bench"
     dest.mkdir(parents=True, exist_ok=True)

@@ -229,14 +229,16 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
     def physics_frame(self, X: Columns, tf32: np.ndarray | None = None) -> pd.DataFrame:
         """The per-kernel physics estimate of every row (src/features/layer_physics.py), memoised. `tf32`: the
         rows' TF32 flags when the caller has them (else derived from the release column)."""
-        from .layer_physics import GPU_COLUMNS, ROW_COLUMNS, PhysicsConstants, cached_price
+        from .layer_physics import GPU_COLUMNS, ROW_COLUMNS, SMALL_FRAME_ROWS, PhysicsConstants, cached_price
 
         if self.physics is None:
             raise ValueError("PerfFeatures has no kernel profiles (physics=None)")
         if tf32 is None and self.release_column:
             tf32 = self.release_arrays(X)["tf32_conv_default"] > 0
         if not isinstance(X, pd.DataFrame):
-            X = pd.DataFrame({c: X[c] for c in ROW_COLUMNS + GPU_COLUMNS if c in X})
+            X = {c: X[c] for c in ROW_COLUMNS + GPU_COLUMNS if c in X}
+            if len(next(iter(X.values()), ())) > SMALL_FRAME_ROWS:  # memoised on a frame's content
+                X = pd.DataFrame(X)
         return cached_price(X, self.physics, PhysicsConstants.from_config(self.physics_constants), tf32)
 
     def release_arrays(self, X: Columns) -> dict[str, np.ndarray]:

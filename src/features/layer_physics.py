@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .engineer import BYTES_PER_ELEMENT, HALF_PRECISIONS, engineer
+from .engineer import HALF_PRECISIONS, Columns, bytes_per_element, engineer, lookup
 from .kernels import PROFILE_KEYS, QUANTITIES, fused_pass
 from .physics import peak_tflops, wave_efficiency
 
@@ -200,41 +200,54 @@ def _pairs(index: ProfileIndex, model_key: np.ndarray, img_size: np.ndarray, mod
     return pair_row, pair_kernel, found
 
 
-def _cuda_core_peak(precision: np.ndarray, gpu: pd.DataFrame) -> np.ndarray:
-    fp32 = gpu["fp32_tflops"].to_numpy(dtype=float)
-    fp16 = gpu["fp16_tflops"].to_numpy(dtype=float)
+def _cuda_core_peak(precision: np.ndarray, gpu: Columns) -> np.ndarray:
+    fp32 = np.asarray(gpu["fp32_tflops"], dtype=float)
+    fp16 = np.asarray(gpu["fp16_tflops"], dtype=float)
     half = np.isin(precision, list(HALF_PRECISIONS))
     return np.where(half, np.maximum(fp16, fp32), np.where(precision == "fp64",
-                                                          gpu["fp64_tflops"].to_numpy(dtype=float), fp32))
+                                                          np.asarray(gpu["fp64_tflops"], dtype=float), fp32))
 
 
-def price_rows(X: pd.DataFrame, index: ProfileIndex, constants: PhysicsConstants | None = None,
+def _categories(values: np.ndarray, table: dict, default: str) -> np.ndarray:
+    """table[value] per row (default where absent), each distinct value looked up once."""
+    codes, uniq = pd.factorize(values, use_na_sentinel=False)
+    return np.array([table.get(u, default) for u in uniq], dtype=object)[codes]
+
+
+def _str_array(values) -> np.ndarray:
+    """Like `Series.astype(str).to_numpy()` for a Series or an array (the served path hands over arrays)."""
+    return np.asarray(values).astype(str).astype(object)
+
+
+def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | None = None,
                tf32: np.ndarray | None = None) -> pd.DataFrame:
-    """PHYSICS_FEATURES per row of X (ROW_COLUMNS + GPU_COLUMNS); `tf32`: fp32 convolutions may use TF32."""
+    """PHYSICS_FEATURES per row of X (ROW_COLUMNS + GPU_COLUMNS; a DataFrame or a mapping of column -> array);
+    `tf32`: fp32 convolutions may use TF32. Everything is read as NumPy arrays once: a served single row costs
+    about 1 ms, most of it building the answer frame."""
     constants = constants or PhysicsConstants()
-    missing = [c for c in ROW_COLUMNS + GPU_COLUMNS if c not in X.columns]
+    missing = [c for c in ROW_COLUMNS + GPU_COLUMNS if c not in X]
     if missing:
         raise KeyError(f"physics estimate: missing column(s) {missing}")
-    n = len(X)
-    precision = X["precision"].astype(str).to_numpy()
-    mode = X["mode"].astype(str).to_numpy()
+    precision = _str_array(X["precision"])
+    n = len(precision)
+    mode = _str_array(X["mode"])
+    compile_mode = _str_array(X["compile_mode"])
     training = mode == "training"
-    batch = X["batch_size"].to_numpy(dtype=float)
-    bpe = pd.Series(precision).map(BYTES_PER_ELEMENT).fillna(4.0).to_numpy()
+    batch = np.asarray(X["batch_size"], dtype=float)
+    bpe = bytes_per_element(precision)
     tf32 = np.zeros(n, dtype=bool) if tf32 is None else np.asarray(tf32, dtype=bool)
-    gpu = X[GPU_COLUMNS].reset_index(drop=True)
-    mac_peak = peak_tflops(pd.Series(precision), gpu, tf32) * 1e12
+    gpu = X  # GPU spec columns, read as NumPy arrays (no aligned copy: a frame copy costs more than the math)
+    mac_peak = peak_tflops(precision, gpu, tf32) * 1e12
     core_peak = _cuda_core_peak(precision, gpu) * 1e12
-    bw = gpu["memory_bandwidth_gbs"].to_numpy(dtype=float) * 1e9
-    sms = gpu["sm_count"].to_numpy(dtype=float)
-    l2 = gpu["l2_cache_mb"].to_numpy(dtype=float) * 1e6
+    bw = np.asarray(gpu["memory_bandwidth_gbs"], dtype=float) * 1e9
+    sms = np.asarray(gpu["sm_count"], dtype=float)
+    l2 = np.asarray(gpu["l2_cache_mb"], dtype=float) * 1e6
     floor = constants.kernel_floor_us * 1e-6
 
-    fusion = pd.Series(X["compile_mode"].astype(str).to_numpy()).map(constants.fusion).fillna("none").to_numpy()
+    fusion = _categories(compile_mode, constants.fusion, "none")
     fusion = np.where(training & (fusion == "producer"), "pointwise", fusion)  # no engine builder trains
     mode_key = np.where(fusion == "none", mode, np.char.add(np.char.add(mode.astype(str), "@"), fusion.astype(str)))
-    row, ker, found = _pairs(index, X["model_key"].astype(str).to_numpy(), X["img_size"].to_numpy(dtype=int),
-                             mode_key)
+    row, ker, found = _pairs(index, _str_array(X["model_key"]), np.asarray(X["img_size"]).astype(int), mode_key)
     q = {c: index.q[c][ker].astype(np.float64) for c in QUANTITIES}
     b = batch[row]
     flops = q["flops_fixed"] + q["flops_per_sample"] * b
@@ -276,10 +289,10 @@ def price_rows(X: pd.DataFrame, index: ProfileIndex, constants: PhysicsConstants
     # Rows without a layer profile: the whole network as one kernel (engineer's roofline) and the median
     # kernels per GMAC of the profiled rows, so dispatch is still counted.
     if not found.all():
-        net = engineer(X.reset_index(drop=True))
+        net = engineer(X.reset_index(drop=True) if isinstance(X, pd.DataFrame) else pd.DataFrame(dict(X)))
         miss = ~found
         t_kernels[miss] = net["t_roofline_ms"].to_numpy()[miss] * 1e-3
-        gmacs = X["gmacs"].to_numpy(dtype=float)
+        gmacs = np.asarray(X["gmacs"], dtype=float)
         ratio = np.median(n_kernels[found] / np.maximum(gmacs[found], 1e-3)) if found.any() else 100.0
         n_kernels[miss] = np.maximum(1.0, ratio * gmacs[miss])
         compute_bound[miss] = np.where(net["intensity_over_ridge"].to_numpy()[miss] >= 1, t_kernels[miss], 0.0)
@@ -289,8 +302,8 @@ def price_rows(X: pd.DataFrame, index: ProfileIndex, constants: PhysicsConstants
         all_bytes[miss] = net["bytes_step"].to_numpy()[miss]
         l2_bytes[miss] = np.where(all_bytes[miss] <= l2[miss], all_bytes[miss], 0.0)
 
-    dispatch_us = pd.Series(X["compile_mode"].astype(str).to_numpy()).map(constants.dispatch_us)
-    dispatch_us = dispatch_us.fillna(constants.dispatch_us.get("eager", 6.0)).to_numpy(dtype=float)
+    default_us = constants.dispatch_us.get("eager", 6.0)
+    dispatch_us = lookup(compile_mode, lambda m: constants.dispatch_us.get(m, default_us))
     t_dispatch = n_kernels * dispatch_us * 1e-6 * np.where(training, constants.training_dispatch_factor, 1.0)
     t_physics = np.maximum(t_kernels, t_dispatch)
     safe = np.maximum(t_kernels, 1e-12)
@@ -307,21 +320,26 @@ def price_rows(X: pd.DataFrame, index: ProfileIndex, constants: PhysicsConstants
         "l2_resident_share": np.where(all_bytes > 0, l2_bytes / np.maximum(all_bytes, 1e-30), 0.0),
         "dispatch_over_kernels": t_dispatch / safe,
         "has_layer_profile": found.astype(float),
-    }, index=X.index)
+    }, index=X.index if isinstance(X, pd.DataFrame) else None)
     return out
 
 
-def cached_price(X: pd.DataFrame, index: ProfileIndex, constants: PhysicsConstants,
+# Frames of at most this many rows (served requests) are priced directly, never hashed for the memo.
+SMALL_FRAME_ROWS = 16
+
+
+def cached_price(X: Columns, index: ProfileIndex, constants: PhysicsConstants,
                  tf32: np.ndarray | None = None) -> pd.DataFrame:
     """price_rows, memoised on the rows' content (training prices the same rows for every trial and fold).
 
     Frames of a few rows (served requests) are priced directly: hashing them costs as much as a repeat would
     save. Only the columns price_rows reads are handed on (a narrower frame is cheaper to index); a frame lacking
     one goes on whole, so price_rows names what is missing."""
-    small_frame_rows = 16
+    if not isinstance(X, pd.DataFrame):  # a few served rows as arrays (engineer.PerfFeatures.physics_frame)
+        return price_rows(X, index, constants, tf32)
     cols = ROW_COLUMNS + GPU_COLUMNS
     narrow = X if list(X.columns) == cols or not set(cols) <= set(X.columns) else X[cols]
-    if len(X) <= small_frame_rows:
+    if len(X) <= SMALL_FRAME_ROWS:
         return price_rows(narrow, index, constants, tf32).set_axis(X.index)
     key = _row_hash(X, constants, tf32)
     hit = index._cache.get(key)

@@ -27,10 +27,12 @@ the conservative case for the large-tile cuDNN/cuBLAS kernels, 128-256 threads a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
-from .engineer import HALF_PRECISIONS, int8_tops
+from .engineer import HALF_PRECISIONS, int8_tops_arrays
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "amp_fp16", "amp_bf16", "int8", "fp64")
 # Resident thread blocks per SM assumed when a launch's occupancy is unknown (see the module docstring).
@@ -42,35 +44,35 @@ NOMINAL_TILE = (128, 128)
 HALVING_ARCHITECTURES = ("Turing", "Ampere", "Ada Lovelace")
 
 
-def consumer_fp32_accumulate_halving(gpu: pd.DataFrame) -> np.ndarray:
+def consumer_fp32_accumulate_halving(gpu: pd.DataFrame | Mapping) -> np.ndarray:
     """True for GeForce Turing/Ampere/Ada cards (TITAN RTX and workstation/datacenter parts keep full rate)."""
-    name = gpu["gpu"].astype(str)
-    if "architecture" in gpu.columns:
-        arch = gpu["architecture"].isin(HALVING_ARCHITECTURES)
+    name = np.asarray(gpu["gpu"]).astype(str)
+    if "architecture" in gpu:
+        arch = np.isin(np.asarray(gpu["architecture"]).astype(str), HALVING_ARCHITECTURES)
     else:  # Turing 7.5, Ampere 8.0-8.7, Ada 8.9: what the architecture names mean in compute capabilities
-        cc = gpu["compute_capability"].astype(float)
+        cc = np.asarray(gpu["compute_capability"], dtype=float)
         arch = (cc >= 7.5) & (cc < 9.0)
-    return (name.str.startswith("GeForce") & arch).to_numpy()
+    return np.char.startswith(name, "GeForce") & arch
 
 
-def peak_tflops(precision: pd.Series, gpu: pd.DataFrame, tf32: np.ndarray | bool = False) -> np.ndarray:
+def peak_tflops(precision: pd.Series | np.ndarray, gpu: pd.DataFrame, tf32: np.ndarray | bool = False) -> np.ndarray:
     """Dense peak (TFLOP/s, TOP/s for int8) per row for `precision` on the row's GPU (see the module rules).
 
     `gpu` is row-aligned with `precision` (spec columns of `src.ingest.gpus.gpu_features`); `tf32` says whether the
     framework lets fp32 convolutions use TF32 tensor cores (a scalar or one flag per row). `tf32` as a precision
     is fp32 data with TF32 enabled. An unknown precision raises ValueError instead of falling back to fp32.
     """
-    prec = pd.Series(precision).astype(str).to_numpy()
-    unknown = sorted(set(prec) - set(PRECISIONS))
+    prec = np.asarray(precision).astype(str)
+    unknown = sorted(set(np.unique(prec)) - set(PRECISIONS))
     if unknown:
         raise ValueError(f"unknown precision(s) {unknown}; known: {list(PRECISIONS)}")
-    if len(gpu) != len(prec):
-        raise ValueError(f"precision has {len(prec)} rows but gpu has {len(gpu)}: pass one GPU spec row per row")
-    cc = gpu["compute_capability"].astype(float).to_numpy()
-    fp32 = gpu["fp32_tflops"].astype(float).to_numpy()
-    fp16_cuda = gpu["fp16_tflops"].astype(float).to_numpy()
-    tensor = gpu["tensor_fp16_tflops"].astype(float).to_numpy()
-    has_tc = (cc >= 7.0) & (gpu["tensor_cores"].astype(float).to_numpy() > 0)
+    cc = np.asarray(gpu["compute_capability"], dtype=float)
+    if len(cc) != len(prec):
+        raise ValueError(f"precision has {len(prec)} rows but gpu has {len(cc)}: pass one GPU spec row per row")
+    fp32 = np.asarray(gpu["fp32_tflops"], dtype=float)
+    fp16_cuda = np.asarray(gpu["fp16_tflops"], dtype=float)
+    tensor = np.asarray(gpu["tensor_fp16_tflops"], dtype=float)
+    has_tc = (cc >= 7.0) & (np.asarray(gpu["tensor_cores"], dtype=float) > 0)
     tensor_fp16 = np.where(consumer_fp32_accumulate_halving(gpu), tensor / 2.0, tensor)
     half = np.where(has_tc, tensor_fp16, np.maximum(fp16_cuda, fp32))
     # bf16 tensor cores arrived with Ampere (cc 8.0); Volta/Turing have none and no fast bf16 CUDA-core path.
@@ -79,8 +81,10 @@ def peak_tflops(precision: pd.Series, gpu: pd.DataFrame, tf32: np.ndarray | bool
     tf32_on = (np.broadcast_to(np.asarray(tf32, dtype=bool), prec.shape) | (prec == "tf32")) & (cc >= 8.0) & has_tc
     single = np.where(tf32_on, tensor_fp16 / 2.0, fp32)
     peak = np.where(np.isin(prec, list(HALF_PRECISIONS)), half, single)
-    peak = np.where(prec == "fp64", gpu["fp64_tflops"].astype(float).to_numpy(), peak)
-    return np.where(prec == "int8", int8_tops(gpu).to_numpy(dtype=float), peak)
+    peak = np.where(prec == "fp64", np.asarray(gpu["fp64_tflops"], dtype=float), peak)
+    if not (prec == "int8").any():
+        return peak
+    return np.where(prec == "int8", int8_tops_arrays(cc, fp32, tensor), peak)
 
 
 def roofline_ms(flops: np.ndarray, bytes_moved: np.ndarray, peak_tflops_: np.ndarray,

@@ -129,3 +129,17 @@ def test_fusing_runtimes_launch_fewer_cheaper_kernels(index):
     # without fusion in the constants every runtime prices the same kernels
     flat = price_rows(X, index, PhysicsConstants(fusion={}))
     assert flat["n_kernels"].nunique() == 1
+
+
+def test_arrays_price_as_the_frame_does(index):
+    """The served path hands price_rows a mapping of arrays (no frame): the same floats, bit for bit."""
+    X = rows(["Tesla T4", "GeForce RTX 4090", "A100 PCIe 40 GB"], precision="amp_fp16")
+    X.loc[1, ["model_key", "precision", "compile_mode"]] = ["no_such_cnn", "int8", "tensorrt"]
+    X.loc[2, ["mode", "precision"]] = ["training", "fp32"]
+    tf32 = np.array([False, False, True])
+    framed = price_rows(X, index, PhysicsConstants(), tf32)
+    arrays = cached_price({c: X[c].to_numpy() for c in X.columns}, index, PhysicsConstants(), tf32)
+    np.testing.assert_array_equal(arrays.to_numpy(), framed.to_numpy())
+    assert list(arrays.columns) == list(framed.columns)
+    with pytest.raises(KeyError, match="sm_count"):
+        price_rows({c: X[c].to_numpy() for c in X.columns if c != "sm_count"}, index)
