@@ -185,7 +185,8 @@ def run(cfg: dict) -> dict:
         iter_summary = {"skipped": str(exc)}
         log.warning("iterations check skipped: %s", exc)
     preds = pd.concat(preds_all, ignore_index=True) if preds_all else pd.DataFrame()
-    preds.to_csv(out_dir / "heldout_predictions.csv.gz", index=False)  # ~6 MB uncompressed
+    # ~6 MB uncompressed; gzip without a timestamp, so a rerun on the same data writes the same bytes
+    preds.to_csv(out_dir / "heldout_predictions.csv.gz", index=False, compression={"method": "gzip", "mtime": 0})
     plot_comparison(results, out_dir / "e2e_vs_global.png")
     commit, dirty = git_commit()
     summary = {"settings": s, "results": results, "iterations": iter_summary, "wall_seconds": time.perf_counter() - t0,
