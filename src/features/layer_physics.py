@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .engineer import HALF_PRECISIONS, Columns, bytes_per_element, engineer, lookup
+from .engineer import HALF_PRECISIONS, Columns, bytes_per_element, engineer, factorize, lookup
 from .kernels import PROFILE_KEYS, QUANTITIES, fused_pass
 from .physics import peak_tflops, wave_efficiency
 
@@ -171,7 +171,7 @@ def _pairs(index: ProfileIndex, model_key: np.ndarray, img_size: np.ndarray, mod
     empty = np.zeros(0, dtype=np.int64)
     if n == 0:
         return empty, empty, found
-    codes = [pd.factorize(np.asarray(a), use_na_sentinel=False) for a in (model_key, img_size, mode)]
+    codes = [factorize(np.asarray(a)) for a in (model_key, img_size, mode)]
     combo = np.zeros(n, dtype=np.int64)
     for c, uniq in codes:
         combo = combo * max(len(uniq), 1) + c
@@ -210,7 +210,7 @@ def _cuda_core_peak(precision: np.ndarray, gpu: Columns) -> np.ndarray:
 
 def _categories(values: np.ndarray, table: dict, default: str) -> np.ndarray:
     """table[value] per row (default where absent), each distinct value looked up once."""
-    codes, uniq = pd.factorize(values, use_na_sentinel=False)
+    codes, uniq = factorize(values)
     return np.array([table.get(u, default) for u in uniq], dtype=object)[codes]
 
 

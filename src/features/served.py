@@ -38,7 +38,7 @@ from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
 
 from . import tcp_nodelay
-from .engineer import bytes_per_element, lookup
+from .engineer import bytes_per_element, factorize, lookup
 
 log = logging.getLogger("cnnperf.serve")
 
@@ -256,7 +256,7 @@ class RequestChecker:
                 out[col] = np.full(n, default, dtype=object)
                 continue
             values = df[col].to_numpy(dtype=object)
-            codes, uniq = pd.factorize(values, use_na_sentinel=False)
+            codes, uniq = factorize(values)
             texts = []
             for k, u in enumerate(uniq):
                 if u is None or (isinstance(u, float) and np.isnan(u)):
@@ -278,12 +278,12 @@ class RequestChecker:
         if "model_key" not in df.columns:
             return np.full(n, "unknown", dtype=object)
         values = df["model_key"].to_numpy(dtype=object)
-        codes, uniq = pd.factorize(values, use_na_sentinel=False)
+        codes, uniq = factorize(values)
         names = ["unknown" if u is None or (isinstance(u, float) and np.isnan(u)) else str(u) for u in uniq]
         return np.array(names, dtype=object)[codes]
 
     def _gpus(self, gpu: pd.Series) -> np.ndarray:
-        codes, uniq = pd.factorize(gpu.to_numpy(dtype=object), use_na_sentinel=False)
+        codes, uniq = factorize(gpu.to_numpy(dtype=object))
         rows = np.empty(len(uniq), dtype=np.int64)
         for k, name in enumerate(uniq):
             i = _first(codes == k)
@@ -411,7 +411,7 @@ class FastPipeline:
     def _encode_categories(self, cats: dict[str, np.ndarray], n: int) -> list[np.ndarray]:
         blocks = []
         for col, (index, table, allow_unknown) in zip(self.cat_cols, self.onehot, strict=True):
-            codes, uniq = pd.factorize(cats[col], use_na_sentinel=False)
+            codes, uniq = factorize(cats[col])
             rows = np.array([index.get(u, len(table) - 1) for u in uniq], dtype=np.int64)
             if not allow_unknown and (rows == len(table) - 1).any():
                 raise UnsupportedPipeline(f"unknown category in {col!r} for handle_unknown='error'")

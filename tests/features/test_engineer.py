@@ -234,3 +234,23 @@ def test_old_models_pickled_before_the_rewrite_still_transform():
                           "release_column", "physics", "physics_constants", "spec_features", "n_features_in_",
                           "release_by_framework_", "release_median_"}
     pd.testing.assert_frame_equal(pf.transform(X), _old_transform(pf, X), check_exact=True)
+
+
+@pytest.mark.parametrize("values", [
+    ["fp32", "amp_fp16", "fp32", "int8"],
+    np.array(["eager", "tensorrt", "eager"]),
+    np.array([224, 288, 224, 224]),
+    [1, 1.0, "1", True],
+    ["a", None, "b", None],
+    [np.nan, "x", np.nan],
+    [],
+    [f"gpu{i % 40}" for i in range(100)],
+])
+def test_factorize_is_pandas_factorize(values):
+    from src.features.engineer import factorize
+
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
+    codes, uniq = factorize(values)
+    want_codes, want_uniq = pd.factorize(arr, use_na_sentinel=False)
+    np.testing.assert_array_equal(codes, want_codes)
+    assert [str(u) for u in uniq] == [str(u) for u in want_uniq]
