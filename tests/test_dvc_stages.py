@@ -187,11 +187,16 @@ ALLOWED_WRITES = {
     # Hydra's run directory (.hydra/{config,hydra,overrides}.yaml and the job log): timestamped, gitignored.
     "outputs/": "Hydra run dir",
     # MLflow tracking/registry store and Optuna study storage: outside DVC by design (see the `register` stage's
-    # comment in dvc.yaml). Runs are named in DVC outputs by run_id; only `register` reads runs back, and it
-    # checks each against reports/metrics.json and the data md5 first. Studies are recreated, never resumed.
+    # comment in dvc.yaml). DVC outputs name no run; only `register` reads runs back (named by the run logs below),
+    # and it checks each against reports/metrics.json and the data md5 first. Studies are recreated, never resumed.
     "mlflow.db": "MLflow store",
     "mlartifacts/": "MLflow artifacts",
     "optuna.db": "Optuna storage",
+    # Run logs (src.tracking.run_log_path, gitignored): the MLflow run ids, commit and timings of a stage's last
+    # run. `train` writes them and `register` reads its models' run ids from them, checking each run against its
+    # row of reports/metrics.json and the data md5 first, as it does with the store.
+    "reports/train/runs/": "run logs",
+    "reports/e2e/runs/": "run log",
 }
 # ingest's download cache (`python -m src.ingest --cache`, gitignored): a raw file missing from the mirror is
 # downloaded there from its pinned URL and checked against the manifest's sha256, like a mirror file.
@@ -516,6 +521,15 @@ def test_dvc_yaml_resolution():
     assert f"conf/model/{MODEL}.yaml" in st["deps"]
     assert f"reports/train/{MODEL}/metrics.json" in st["outs"]
     assert "${" not in st["cmd"] and f"model={MODEL}" in st["cmd"].split()
+
+
+def test_only_register_is_always_changed():
+    """A second `dvc repro` is a no-op except `register`: its real input, the MLflow store, is outside DVC, and a
+    retrained run writes the same metrics.json, so only rerunning it keeps the aliases on the reported runs (a
+    fresh clone's store is empty). Every other stage must be skipped when its deps are unchanged."""
+    dvc = yaml.safe_load((REPO / "dvc.yaml").read_text())
+    always = sorted(n for n, st in dvc["stages"].items() if st.get("always_changed"))
+    assert always == ["register"]
 
 
 def test_audit_catches_an_undeclared_read(tmp_path):

@@ -28,7 +28,7 @@ from src.e2e import iterations  # noqa: E402
 from src.e2e.model import coefficients, eligible_rows, evaluate, holdout_mask, label_groups  # noqa: E402
 from src.features.dataset import build_dataset  # noqa: E402
 from src.features.engineer import input_columns  # noqa: E402
-from src.tracking import file_md5, git_commit, setup  # noqa: E402
+from src.tracking import file_md5, git_commit, setup, write_run_log  # noqa: E402
 from src.train import fit_model  # noqa: E402
 
 log = logging.getLogger("cnnperf.e2e")
@@ -189,9 +189,9 @@ def run(cfg: dict) -> dict:
     preds.to_csv(out_dir / "heldout_predictions.csv.gz", index=False, compression={"method": "gzip", "mtime": 0})
     plot_comparison(results, out_dir / "e2e_vs_global.png")
     commit, dirty = git_commit()
-    summary = {"settings": s, "results": results, "iterations": iter_summary, "wall_seconds": time.perf_counter() - t0,
-               "data_version": file_md5(REPO_ROOT / cfg["data"]["measurements"]), "git_commit": commit,
-               "git_dirty": dirty}
+    summary = {"settings": s, "results": results, "iterations": iter_summary,
+               "data_version": file_md5(REPO_ROOT / cfg["data"]["measurements"])}
+    # metrics.json is committed: only what code and data determine; commit and timing go to the run log
     (out_dir / "metrics.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
 
     setup(cfg["mlflow"]["tracking_uri"], s["experiment"], cfg["mlflow"]["artifact_root"])
@@ -210,5 +210,6 @@ def run(cfg: dict) -> dict:
             if isinstance(v, dict):
                 mlflow.log_metrics({f"iterations.{mode}.{k}": float(x) for k, x in v.items()})
         mlflow.log_artifacts(str(out_dir), artifact_path="e2e")
-    summary["wall_seconds"] = time.perf_counter() - t0
+    summary.update({"wall_seconds": time.perf_counter() - t0, "git_commit": commit, "git_dirty": dirty})
+    write_run_log(out_dir, "e2e", {k: summary[k] for k in ("wall_seconds", "git_commit", "git_dirty")})
     return summary

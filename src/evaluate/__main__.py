@@ -3,8 +3,9 @@
 Usage: python -m src.evaluate [hydra overrides]. reports/metrics.json: protocol -> model -> metrics, where
 `mape`/`median_ape` are percent on the original scale (ms), `r2`/`adj_r2` are on the original scale, every
 headline value is pooled over all held-out rows of the protocol (adjusted R² with n = rows scored), with the median
-and worst group (GPU or family) beside it; `run_id` names the MLflow run that produced the row (the run that
-`register` registers for the random protocol).
+and worst group (GPU or family) beside it. The file holds only what the code and data determine, so a rerun
+writes the same bytes; the MLflow run behind each row is in the run log reports/train/runs/<model>.json, where
+`register` finds it (and checks it against the row).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ log = logging.getLogger("cnnperf.evaluate")
 MODELS = ("lr", "knn", "rf", "dt", "xgb")
 KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
 GROUP_KEYS = ("group_median_mape", "group_worst_mape", "worst_group", "groups_scored")
-TRACE_KEYS = ("run_id", "split_fingerprint", "optuna_study", "cv_mape", "test_rows", "folds", "n_features")
+TRACE_KEYS = ("split_fingerprint", "optuna_study", "cv_mape", "test_rows", "folds", "n_features")
 
 
 def collect(reports_dir, models=MODELS) -> tuple[dict, dict]:

@@ -1,10 +1,13 @@
 """DVC stage `register`: the reported DT -> `cnnperf-dt@champion`, the reported best -> `cnnperf-best@champion`.
 
-The champion is the reported run: exactly the runs named by the `random` rows of reports/metrics.json (this
-pipeline run's `evaluate` output) are registered, never a search of the store. "Best" = lowest validation
+The champion is the reported run: exactly the runs behind the `random` rows of reports/metrics.json (this
+pipeline run's `evaluate` output; each run named by its training job's run log reports/train/runs/<model>.json)
+are registered, never a search of the store. "Best" = lowest validation
 (cross-validated, training-part) `cv_mape` among those rows; the test split plays no part in the choice.
 Refuses (exit code 1, registry unchanged) a stale or inconsistent metrics file and, unless
-`register.allow_dirty=true`, a dirty working tree or a run trained from one. Writes reports/train/registry.json.
+`register.allow_dirty=true`, a dirty working tree or a run trained from one. Writes reports/train/registry.json
+(names, aliases, metrics: the same bytes when the same runs are reported) and the run log
+reports/train/runs/registry.json (versions, run ids, commit).
 
 Usage: python -m src.register [register.allow_dirty=true] [register.metrics=reports/metrics.json]
 """
@@ -19,7 +22,8 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from src.config import REPO_ROOT, register_resolvers
-from src.register.registry import RegistrationRefused, register_reported
+from src.register.registry import RegistrationRefused, register_reported, split_run_log
+from src.tracking import write_run_log
 
 register_resolvers()
 log = logging.getLogger("cnnperf.register")
@@ -37,8 +41,9 @@ def main(cfg: DictConfig) -> None:
         out = run_register(c)
     except RegistrationRefused as exc:
         raise SystemExit(f"register refused: {exc}") from None
-    path = REPO_ROOT / c["reports_dir"] / "registry.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    stable, run_log = split_run_log(out)
+    (REPO_ROOT / c["reports_dir"] / "registry.json").write_text(json.dumps(stable, indent=2) + "\n")
+    write_run_log(REPO_ROOT / c["reports_dir"], "registry", run_log)
     for k in ("dt", "best"):
         r = out[k]
         log.info("%s v%d (%s, run %s, cv MAPE %.2f %%, test MAPE %.2f %%) -> %s", r["name"], r["version"],

@@ -1,8 +1,11 @@
 """Register the models that `reports/metrics.json` reports, after checking that the file describes them.
 
-The champion is the reported run: the runs registered are exactly those named by the `random` rows of
+The champion is the reported run: the runs registered are exactly those behind the `random` rows of
 reports/metrics.json (written by `python -m src.evaluate` in the same pipeline run), never a search of the store,
-which also holds older pipeline runs, experiments and ablations.
+which also holds older pipeline runs, experiments and ablations. The committed metrics file holds only what code
+and data determine; the run behind each row is named by the training job's run log
+(reports/train/runs/<model>.json, git-ignored), and every run is checked against its row before anything is
+registered.
 """
 
 from __future__ import annotations
@@ -21,13 +24,16 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from src.config import REPO_ROOT
-from src.tracking import file_md5, git_commit
+from src.tracking import file_md5, git_commit, run_log_path
 
 log = logging.getLogger("cnnperf.register")
 
 PROTOCOL = "random"  # the protocol whose run holds the served model (fitted on the 70 % training part)
 METRIC_TAGS = ("mape", "r2", "adj_r2")  # per protocol, as `<protocol>.<metric>` model-version tags
 RUN_TAGS = ("git_commit", "git_dirty", "data_version", "dataset_version", "split_fingerprint", "optuna_study")
+# What differs between two registrations of the same reported runs: kept out of the committed registry.json,
+# written to the run log reports/train/runs/registry.json.
+RUN_KEYS = ("version", "run_id", "git_commit", "git_dirty")
 _PROTOCOL_TAG = re.compile(r"^[a-z][a-z_]*\.(mape|r2|adj_r2)$")
 
 
@@ -61,16 +67,34 @@ def load_metrics(path: Path, rel: str) -> dict:
     if not rows:
         raise RegistrationRefused(f"{rel} has no '{PROTOCOL}' protocol rows: nothing to register")
     for model, row in rows.items():
-        for key in ("run_id", "mape", "cv_mape"):
+        for key in ("mape", "cv_mape"):
             if row.get(key) is None:
                 raise RegistrationRefused(f"{rel}: row {PROTOCOL}/{model} has no '{key}' (written by an older "
                                           f"src.evaluate?): run dvc repro")
     return table
 
 
-def check_run(client: MlflowClient, model: str, row: dict, data_version: str, rel: str, data_rel: str):
-    """The run that `row` (metrics.json `random`/`model`) names, after checking that the row describes it."""
-    run_id = row["run_id"]
+def reported_run_id(reports_dir: Path, model: str, rel: str, root: Path) -> str:
+    """The MLflow run behind row `random`/`model` of the metrics file, from the training job's run log."""
+    path = run_log_path(reports_dir, model)
+    log_rel = _rel(path, root)
+    retrain = f"rerun its training (`dvc repro -f train@{model}`, or `python -m src.train model={model}`)"
+    if not path.is_file():
+        raise RegistrationRefused(f"{log_rel} not found: it names the MLflow run behind row {PROTOCOL}/{model} of "
+                                  f"{rel}; {retrain}")
+    try:
+        run_id = json.loads(path.read_text())["protocols"][PROTOCOL]["run_id"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise RegistrationRefused(f"{log_rel} has no protocols.{PROTOCOL}.run_id ({type(exc).__name__}: {exc}); "
+                                  f"{retrain}") from exc
+    if not isinstance(run_id, str) or not run_id:
+        raise RegistrationRefused(f"{log_rel}: protocols.{PROTOCOL}.run_id is {run_id!r}, not a run id; {retrain}")
+    return run_id
+
+
+def check_run(client: MlflowClient, model: str, run_id: str, row: dict, data_version: str, rel: str,
+              data_rel: str):
+    """Run `run_id` (the run log's for `model`), after checking that row `random`/`model` of `rel` describes it."""
     what = f"run {run_id} (row {PROTOCOL}/{model} of {rel})"
     try:
         run = client.get_run(run_id)
@@ -215,7 +239,9 @@ def register_reported(c: dict, root: Path = REPO_ROOT) -> dict:
     client = MlflowClient(uri, registry_uri=uri)
     rows = table[PROTOCOL]
     # Every random row, not only the two registered: the best-of-five choice is only as good as all five rows.
-    runs = {m: check_run(client, m, row, data_version, rel, data_rel) for m, row in rows.items()}
+    reports_dir = root / c["reports_dir"]
+    runs = {m: check_run(client, m, reported_run_id(reports_dir, m, rel, root), row, data_version, rel, data_rel)
+            for m, row in rows.items()}
     try:
         dt_key, best_key = choose(table)
     except KeyError as exc:
@@ -243,3 +269,13 @@ def register_reported(c: dict, root: Path = REPO_ROOT) -> dict:
     out.update({"metrics": rel, "metrics_json_md5": metrics_md5, "data_version": data_version,
                 "tracking_uri": public_tracking_uri(uri, root)})
     return out
+
+
+def split_run_log(out: dict) -> tuple[dict, dict]:
+    """(registry.json: what the reported rows determine, run log: registry versions, run ids, commit)."""
+    stable = {k: v for k, v in out.items() if k not in ("dt", "best")}
+    run_log = {}
+    for key in ("dt", "best"):
+        stable[key] = {k: v for k, v in out[key].items() if k not in RUN_KEYS}
+        run_log[key] = {"name": out[key]["name"], **{k: out[key][k] for k in RUN_KEYS}}
+    return stable, run_log

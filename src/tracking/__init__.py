@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -96,3 +97,21 @@ def slug(name: str) -> str:
 def outer_run_active() -> bool:
     """True when launched by `mlflow run` (it exports MLFLOW_RUN_ID): our runs then nest under that run."""
     return bool(os.environ.get("MLFLOW_RUN_ID"))
+
+
+# The run log: which MLflow runs a stage made, when, from which commit and how long it took. It changes on every
+# run, so it lives beside the reports but outside git and DVC (like mlflow.db): the committed reports and dvc.lock
+# stay byte-identical when the same code and data run again (issue 15), and `register` finds the reported runs here.
+RUN_LOG_DIR = "runs"
+
+
+def run_log_path(reports_dir: Path, name: str) -> Path:
+    """`<reports_dir>/runs/<name>.json`: the run log of one job (a model's training, the registration)."""
+    return Path(reports_dir) / RUN_LOG_DIR / f"{name}.json"
+
+
+def write_run_log(reports_dir: Path, name: str, record: dict) -> Path:
+    path = run_log_path(reports_dir, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2, default=float) + "\n")
+    return path

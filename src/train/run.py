@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from src.config import REPO_ROOT
 from src.features.dataset import DatasetError
 from src.features.engineer import input_columns
-from src.tracking import file_md5, git_commit, outer_run_active, setup, slug
+from src.tracking import file_md5, git_commit, outer_run_active, setup, slug, write_run_log
 from src.train import plots
 from src.train.estimators import feature_names, native_importances
 from src.train.fit import log_served_model, make_model, ptx_columns
@@ -48,6 +48,10 @@ from src.train.tuning import create_study, trials_frame, tune
 log = logging.getLogger("cnnperf.train")
 METRIC_KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
 # The column whose values name a protocol's per-group table (median / worst group).
+# What differs between two runs of the same code on the same data: kept out of the committed metrics.json (and so
+# out of dvc.lock), written to the run log reports/train/runs/<model>.json instead (src.tracking.run_log_path).
+RUN_TAGS = ("git_commit", "git_dirty")
+RUN_KEYS = ("run_id", "model_uri", "timing_s")
 GROUP_TABLE = {"random": "gpu", "random_rows": "gpu", "leave_model_out": "family", "leave_gpu_out": "gpu",
                "leave_family_out": "family", "leave_arch_out": "gpu"}
 
@@ -298,8 +302,25 @@ class Trainer:
             "budget": self.budget(), "validation_cv_mape": results.get("random", {}).get("cv_mape"),
             "protocols": results, "wall_seconds": time.perf_counter() - t0,
         }
-        (self.out_dir / "metrics.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+        stable, run_log = split_run_log(summary)
+        (self.out_dir / "metrics.json").write_text(json.dumps(stable, indent=2, default=float) + "\n")
+        write_run_log(self.out_dir.parent, self.name, run_log)
         return summary
+
+
+def split_run_log(summary: dict) -> tuple[dict, dict]:
+    """(what the data and code determine, what only this run has: MLflow ids, commit, timings).
+
+    The first is the committed reports/train/<model>/metrics.json; the second the git-ignored run log.
+    """
+    stable = {k: v for k, v in summary.items() if k != "wall_seconds"}
+    stable["tags"] = {k: v for k, v in summary["tags"].items() if k not in RUN_TAGS}
+    stable["protocols"] = {p: {k: v for k, v in r.items() if k not in RUN_KEYS}
+                           for p, r in summary["protocols"].items()}
+    run_log = {"model": summary["model"], "wall_seconds": summary["wall_seconds"],
+               **{k: summary["tags"][k] for k in RUN_TAGS},
+               "protocols": {p: {k: r[k] for k in RUN_KEYS if k in r} for p, r in summary["protocols"].items()}}
+    return stable, run_log
 
 
 def train(c: dict) -> dict:

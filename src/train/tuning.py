@@ -143,4 +143,5 @@ def tune(study: optuna.Study, space: dict, make_model: Callable[[dict], object],
 
 
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
-    return study.trials_dataframe(attrs=("number", "value", "params", "state", "duration"))
+    """Trials as committed to reports (DVC-hashed): no durations or timestamps, which differ on every run."""
+    return study.trials_dataframe(attrs=("number", "value", "params", "state"))

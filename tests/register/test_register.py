@@ -1,9 +1,10 @@
 """src.register on a real SQLite MLflow store, real logged models and a throwaway git repository.
 
 Two "pipeline runs" (A, B) on different measurement tables each log five random-protocol runs (a fitted
-DecisionTreeRegressor each) plus one grouped-protocol run per model, and write their own metrics.json. Each test
-puts one pipeline's data and metrics file into the repository, registers under its own model names, and checks
-that the aliases follow the metrics file, not the store.
+DecisionTreeRegressor each) plus one grouped-protocol run per model, and write their own metrics.json (no run ids:
+only what data and code determine) and run logs (reports/train/runs/<model>.json: the run behind each row). Each
+test puts one pipeline's data, metrics file and run logs into the repository, registers under its own model
+names, and checks that the aliases follow the metrics file, not the store.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 from sklearn.tree import DecisionTreeRegressor
 
-from src.register.registry import RegistrationRefused, public_tracking_uri, register_reported
+from src.register.registry import RegistrationRefused, public_tracking_uri, register_reported, split_run_log
 from src.tracking import file_md5, git_commit
 
 MODELS = ("lr", "knn", "rf", "dt", "xgb")
 DATA = "data/processed/measurements.parquet"
 METRICS = "reports/metrics.json"
+RUN_LOGS = "reports/train/runs"
 # Pipeline A: xgb has the lowest validation cv_mape of anything in the store.
 CV_A = {"lr": 20.0, "knn": 22.0, "rf": 17.0, "dt": 21.0, "xgb": 9.0}
 MAPE_A = {"lr": 19.0, "knn": 15.0, "rf": 12.0, "dt": 12.5, "xgb": 7.0}
@@ -67,19 +69,20 @@ def log_run(env: dict, model: str, protocol: str, data_version: str, mape: float
 
 
 def pipeline(env: dict, seed: int, cv: dict, mape: dict) -> dict:
-    """Log one pipeline run's training runs on a new measurement table; returns its data bytes and metrics.json."""
+    """Log one pipeline run's training runs on a new measurement table; returns its data, metrics.json, run ids."""
     dv = write_data(env["root"], seed)
     table: dict = {"random": {}, "leave_gpu_out": {}}
+    run_ids: dict = {}
     for m in MODELS:
-        rid = log_run(env, m, "random", dv, mape[m], cv[m])
-        table["random"][m] = {"run_id": rid, "mape": mape[m], "r2": 0.95, "adj_r2": 0.94, "median_ape": 4.0,
+        run_ids[m] = log_run(env, m, "random", dv, mape[m], cv[m])
+        table["random"][m] = {"mape": mape[m], "r2": 0.95, "adj_r2": 0.94, "median_ape": 4.0,
                               "cv_mape": cv[m], "split_fingerprint": f"sf-random-{dv[:6]}",
                               "optuna_study": f"cnnperf-{m}-random-{dv[:8]}"}
-        gid = log_run(env, m, "leave_gpu_out", dv, 30.0 + cv[m], None, with_model=False)
-        table["leave_gpu_out"][m] = {"run_id": gid, "mape": 30.0 + cv[m], "r2": 0.5, "adj_r2": -0.25,
+        log_run(env, m, "leave_gpu_out", dv, 30.0 + cv[m], None, with_model=False)
+        table["leave_gpu_out"][m] = {"mape": 30.0 + cv[m], "r2": 0.5, "adj_r2": -0.25,
                                      "median_ape": 20.0, "split_fingerprint": f"sf-lgo-{dv[:6]}",
                                      "optuna_study": f"cnnperf-{m}-leave_gpu_out-{dv[:8]}"}
-    return {"data": (env["root"] / DATA).read_bytes(), "data_version": dv, "table": table}
+    return {"data": (env["root"] / DATA).read_bytes(), "data_version": dv, "table": table, "run_ids": run_ids}
 
 
 @pytest.fixture(scope="module")
@@ -108,16 +111,22 @@ def env(tmp_path_factory):
     mlflow.set_tracking_uri(prev)
 
 
-def use(env: dict, p: dict, table: dict | None = None) -> None:
-    """Put pipeline `p`'s measurement table and metrics.json (or `table`) into the repository, as dvc repro does."""
+def use(env: dict, p: dict, table: dict | None = None, run_ids: dict | None = None) -> None:
+    """Put pipeline `p`'s measurement table, metrics.json (or `table`) and run logs (or `run_ids`) into the
+    repository, as dvc repro does (run logs as src.train writes them: protocols.random.run_id)."""
     (env["root"] / DATA).write_bytes(p["data"])
     (env["root"] / METRICS).write_text(json.dumps(table or p["table"], indent=2) + "\n")
+    logs = env["root"] / RUN_LOGS
+    logs.mkdir(parents=True, exist_ok=True)
+    for m, rid in (run_ids or p["run_ids"]).items():
+        (logs / f"{m}.json").write_text(json.dumps({"model": m, "protocols": {"random": {"run_id": rid}}}) + "\n")
 
 
 def cfg(env: dict, prefix: str, allow_dirty: bool = False) -> dict:
     return {"mlflow": {"tracking_uri": env["uri"], "dt_model_name": f"{prefix}-dt",
                        "best_model_name": f"{prefix}-best", "alias": "champion"},
-            "data": {"measurements": DATA}, "register": {"allow_dirty": allow_dirty, "metrics": METRICS}}
+            "data": {"measurements": DATA}, "reports_dir": "reports/train",
+            "register": {"allow_dirty": allow_dirty, "metrics": METRICS}}
 
 
 def champion(env: dict, name: str):
@@ -125,18 +134,18 @@ def champion(env: dict, name: str):
 
 
 def test_champion_follows_latest_pipeline_run(env):
-    client, ra, rb = env["client"], env["A"]["table"]["random"], env["B"]["table"]["random"]
+    client, ra, rb = env["client"], env["A"]["run_ids"], env["B"]["run_ids"]
     use(env, env["A"])
     out_a = register_reported(cfg(env, "follow"), env["root"])
-    assert champion(env, "follow-best").run_id == ra["xgb"]["run_id"] == out_a["best"]["run_id"]
-    assert champion(env, "follow-dt").run_id == ra["dt"]["run_id"]
+    assert champion(env, "follow-best").run_id == ra["xgb"] == out_a["best"]["run_id"]
+    assert champion(env, "follow-dt").run_id == ra["dt"]
 
     use(env, env["B"])
     out_b = register_reported(cfg(env, "follow"), env["root"])
     # A's xgb run (cv 9.0) is still in the store and lower than anything in B: the alias follows B's file anyway.
     best, dt = champion(env, "follow-best"), champion(env, "follow-dt")
-    assert best.run_id == rb["rf"]["run_id"] and int(best.version) == out_b["best"]["version"] == 2
-    assert dt.run_id == rb["dt"]["run_id"] and int(dt.version) == 2
+    assert best.run_id == rb["rf"] and int(best.version) == out_b["best"]["version"] == 2
+    assert dt.run_id == rb["dt"] and int(dt.version) == 2
     assert out_b["best"]["estimator"] == "rf" and out_b["best"]["test_mape"] == MAPE_B["rf"]
     assert out_b["data_version"] == env["B"]["data_version"] != env["A"]["data_version"]
 
@@ -145,11 +154,11 @@ def test_champion_follows_latest_pipeline_run(env):
     assert tags["data_version"] == env["B"]["data_version"] and tags["git_commit"] == env["commit"]
     assert tags["git_dirty"] == "False" and tags["dataset_version"] == "d" * 32
     assert tags["split_fingerprint"] == f"sf-random-{env['B']['data_version'][:6]}"
-    assert tags["optuna_study"] == rb["rf"]["optuna_study"]
+    assert tags["optuna_study"] == env["B"]["table"]["random"]["rf"]["optuna_study"]
     assert tags["metrics_json_md5"] == file_md5(env["root"] / METRICS)
     assert tags["random.mape"] == "11.0000" and tags["random.r2"] == "0.9500" and tags["random.adj_r2"] == "0.9400"
     assert tags["leave_gpu_out.mape"] == "43.0000" and tags["leave_gpu_out.adj_r2"] == "-0.2500"
-    assert "validation_cv_mape: 13.0000" in best.description and rb["rf"]["run_id"] in best.description
+    assert "validation_cv_mape: 13.0000" in best.description and rb["rf"] in best.description
 
     # registry.json content: no machine path, the tracking URI only in repo-independent form
     text = json.dumps(out_b)
@@ -169,7 +178,7 @@ def test_best_follows_cv_mape_of_rows(env):
     out = register_reported(cfg(env, "cv"), env["root"])
     assert out["best"]["estimator"] == min(CV_B, key=CV_B.get) == "rf"
     assert out["best"]["estimator"] != min(MAPE_B, key=MAPE_B.get)
-    assert champion(env, "cv-best").run_id == table["random"]["rf"]["run_id"]
+    assert champion(env, "cv-best").run_id == env["B"]["run_ids"]["rf"]
 
 
 def test_stale_metrics_refused(env):
@@ -177,7 +186,7 @@ def test_stale_metrics_refused(env):
     (env["root"] / DATA).write_bytes(env["B"]["data"])  # data changed, metrics.json not regenerated
     with pytest.raises(RegistrationRefused, match=r"reports/metrics.json is stale: run dvc repro") as exc:
         register_reported(cfg(env, "stale"), env["root"])
-    assert env["A"]["table"]["random"]["lr"]["run_id"] in str(exc.value) and DATA in str(exc.value)
+    assert env["A"]["run_ids"]["lr"] in str(exc.value) and DATA in str(exc.value)
     assert not env["client"].search_registered_models("name LIKE 'stale-%'")
 
 
@@ -218,8 +227,8 @@ def test_run_trained_dirty_refused_unless_allowed(env):
     p = env["B"]
     table = copy.deepcopy(p["table"])
     rid = log_run(env, "dt", "random", p["data_version"], 12.0, 19.0, dirty="True")
-    table["random"]["dt"].update(run_id=rid, mape=12.0, cv_mape=19.0)
-    use(env, p, table)
+    table["random"]["dt"].update(mape=12.0, cv_mape=19.0)
+    use(env, p, table, {**p["run_ids"], "dt": rid})
     with pytest.raises(RegistrationRefused, match=rf"run {rid} \(row random/dt of reports/metrics.json\) was "
                                                   r"trained from a working tree with uncommitted changes"):
         register_reported(cfg(env, "rundirty"), env["root"])
@@ -244,28 +253,50 @@ def test_register_twice_reuses_version(env):
     ("tag", r"has tag model='xgb', but the row is for model 'rf'"),
     ("running", r"is RUNNING, not FINISHED"),
     ("missing", r"does not exist in the tracking store"),
-    ("no_run_id", r"row random/rf has no 'run_id'"),
+    ("no_cv_mape", r"row random/rf has no 'cv_mape'"),
+    ("no_run_log", r"reports/train/runs/rf.json not found: it names the MLflow run behind row random/rf of "
+                   r"reports/metrics.json; rerun its training \(`dvc repro -f train@rf`"),
+    ("bad_run_log", r"reports/train/runs/rf.json has no protocols.random.run_id \(KeyError"),
 ])
 def test_inconsistent_metrics_refused(env, case, pattern):
     p = env["B"]
-    table = copy.deepcopy(p["table"])
+    table, run_ids = copy.deepcopy(p["table"]), dict(p["run_ids"])
     row = table["random"]["rf"]
     if case == "mape":
         row["mape"] = 11.5
     elif case == "tag":
-        row.update(run_id=table["random"]["xgb"]["run_id"], mape=MAPE_B["xgb"], cv_mape=CV_B["xgb"])
+        run_ids["rf"] = run_ids["xgb"]
+        row.update(mape=MAPE_B["xgb"], cv_mape=CV_B["xgb"])
     elif case == "running":
-        run = env["client"].create_run(env["exp"], tags={"model": "rf", "protocol": "random"})
-        row["run_id"] = run.info.run_id
+        run_ids["rf"] = env["client"].create_run(env["exp"], tags={"model": "rf", "protocol": "random"}).info.run_id
     elif case == "missing":
-        row["run_id"] = "0" * 32
-    else:
-        del row["run_id"]
-    use(env, p, table)
+        run_ids["rf"] = "0" * 32
+    elif case == "no_cv_mape":
+        del row["cv_mape"]
+    use(env, p, table, run_ids)
+    log = env["root"] / RUN_LOGS / "rf.json"
+    if case == "no_run_log":
+        log.unlink()
+    elif case == "bad_run_log":
+        log.write_text(json.dumps({"model": "rf", "protocols": {"leave_gpu_out": {"run_id": "x"}}}))
     with pytest.raises(RegistrationRefused, match=pattern) as exc:
         register_reported(cfg(env, f"bad{case}"), env["root"])
-    assert "reports/metrics.json" in str(exc.value)
+    assert "reports/metrics.json" in str(exc.value) or "reports/train/runs" in str(exc.value)
     assert not env["client"].search_registered_models(f"name LIKE 'bad{case}-%'")
+
+
+def test_registry_json_splits_into_stable_and_run_log(env):
+    """The committed registry.json holds no version, run id or commit (they go to the run log), so registering the
+    same reported runs into a fresh store writes the same bytes."""
+    use(env, env["B"])
+    out = register_reported(cfg(env, "split"), env["root"])
+    stable, run_log = split_run_log(out)
+    for key in ("dt", "best"):
+        assert not set(stable[key]) & {"version", "run_id", "git_commit", "git_dirty"}
+        assert run_log[key] == {"name": f"split-{key}", "version": out[key]["version"],
+                                "run_id": out[key]["run_id"], "git_commit": env["commit"], "git_dirty": "False"}
+        assert stable[key]["uri"] == f"models:/split-{key}@champion"
+    assert stable["metrics_json_md5"] == out["metrics_json_md5"] and stable["data_version"] == out["data_version"]
 
 
 def test_public_tracking_uri(tmp_path):

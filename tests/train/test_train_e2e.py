@@ -53,6 +53,27 @@ def test_reports_written(store):
         s["protocols"]["random"]["mape"])
 
 
+def test_committed_reports_hold_no_run_identity(store):
+    """metrics.json and trials.csv carry only what code and data determine (issue 15: a rerun writes the same
+    bytes); the run ids, model URI, commit and timings are in the run log, and they name the logged runs."""
+    text = (store["tmp"] / "reports" / "dt" / "metrics.json").read_text()
+    s = store["summaries"]["dt"]
+    for key in ("run_id", "model_uri", "timing_s", "wall_seconds", "git_commit", "git_dirty"):
+        assert f'"{key}"' not in text
+    assert s["protocols"]["random"]["run_id"] not in text
+    trials = (store["tmp"] / "reports" / "dt" / "random" / "trials.csv").read_text().splitlines()[0]
+    assert "duration" not in trials and "datetime" not in trials and trials.startswith("number,value,params_")
+    run_log = json.loads((store["tmp"] / "reports" / "runs" / "dt.json").read_text())
+    assert run_log["git_commit"] == s["tags"]["git_commit"] and run_log["wall_seconds"] == s["wall_seconds"]
+    for protocol, r in s["protocols"].items():
+        assert run_log["protocols"][protocol]["run_id"] == r["run_id"]
+        assert run_log["protocols"][protocol]["timing_s"]["total"] > 0
+    assert run_log["protocols"]["random"]["model_uri"] == s["protocols"]["random"]["model_uri"]
+    client = MlflowClient(store["cfg"]["mlflow"]["tracking_uri"])
+    run = client.get_run(run_log["protocols"]["random"]["run_id"])
+    assert run.data.tags["model"] == "dt" and run.data.tags["protocol"] == "random"
+
+
 def test_registered_alias(store):
     c = store["cfg"]
     client = MlflowClient(c["mlflow"]["tracking_uri"])
