@@ -19,6 +19,8 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from src.config import REPO_ROOT, register_resolvers
+from src.evaluate import plots as eval_plots
+from src.evaluate.ranking import RANK_GROUP, by_group, per_config, ranking_agreement
 from src.tracking import setup
 from src.train import PROTOCOLS, plots
 
@@ -27,6 +29,7 @@ log = logging.getLogger("cnnperf.evaluate")
 MODELS = ("lr", "knn", "rf", "dt", "xgb")
 KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
 GROUP_KEYS = ("group_median_mape", "group_worst_mape", "worst_group", "groups_scored")
+RANK_KEYS = ("configs", "gpus_mean", "spearman_median", "spearman_mean", "top1_share", "top1_slowdown_median")
 TRACE_KEYS = ("split_fingerprint", "optuna_study", "cv_mape", "test_rows", "folds", "n_features")
 
 
@@ -49,17 +52,53 @@ def collect(reports_dir, models=MODELS) -> tuple[dict, dict]:
     return ordered, summaries
 
 
+def configurations(dataset_path) -> pd.DataFrame:
+    """The configuration columns of every dataset row, by measurement_id (predictions.csv carries only the id)."""
+    d = pd.read_parquet(dataset_path, columns=["measurement_id", *RANK_GROUP])
+    return d.set_index("measurement_id")
+
+
+def rankings(rep, table: dict, configs: pd.DataFrame) -> pd.DataFrame:
+    """Add each row's GPU-ranking check (`rank_*`, src.evaluate.ranking) to `table` from the held-out predictions;
+    return the per-family table of the protocols that hold out families or CNNs (protocol, estimator, family)."""
+    fam = []
+    for p, models in table.items():
+        for m, row in models.items():
+            path = rep / m / p / "predictions.csv"
+            if not path.exists():
+                continue
+            pred = pd.read_csv(path, usecols=["measurement_id", "gpu", "family", "measured", "predicted"])
+            unknown = ~pred["measurement_id"].isin(configs.index)
+            if unknown.any():
+                raise SystemExit(f"{path}: {int(unknown.sum())} row(s) (e.g. {pred['measurement_id'][unknown].iloc[0]})"
+                                 " are not in the dataset: the reports are stale, run `dvc repro`")
+            rows = configs.loc[pred["measurement_id"]].reset_index(drop=True).assign(gpu=pred["gpu"].to_numpy())
+            measured, predicted = pred["measured"].to_numpy(), pred["predicted"].to_numpy()
+            row.update({f"rank_{k}": v for k, v in ranking_agreement(rows, measured, predicted).items()
+                        if k in RANK_KEYS})
+            if p in ("leave_family_out", "leave_model_out"):
+                t = per_config(rows, measured, predicted)
+                families = dict(zip(rows["model_key"], pred["family"], strict=True))
+                t["family"] = t["model_key"].map(families)
+                fam.append(by_group(t, "family").assign(protocol=p, estimator=m))
+    cols = ["protocol", "estimator", "family", "configs", "gpus_mean", "spearman_median", "spearman_mean",
+            "top1_share", "top1_slowdown_median"]
+    return pd.concat(fam, ignore_index=True)[cols] if fam else pd.DataFrame(columns=cols)
+
+
 def markdown(table: dict) -> str:
     lines = ["| protocol | model | MAPE % | median APE % | within ±10 % | R² | adj. R² | R² (log) | median group "
-             "MAPE % | worst group MAPE % (group) | rows | trials/study |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "MAPE % | worst group MAPE % (group) | rows | trials/study | GPU order ρ (median) | fastest GPU found |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p, models in table.items():
         for m, r in models.items():
             lines.append(f"| {p} | {m} | {r['mape']:.2f} | {r['median_ape']:.2f} | {r['within_10pct']:.3f} | "
                          f"{r['r2']:.4f} | {r['adj_r2']:.4f} | {r['r2_log']:.4f} | "
                          f"{r.get('group_median_mape', float('nan')):.2f} | "
                          f"{r.get('group_worst_mape', float('nan')):.2f} ({r.get('worst_group', '')}) | "
-                         f"{r.get('test_rows', '')} | {r.get('budget_trials', '')} |")
+                         f"{r.get('test_rows', '')} | {r.get('budget_trials', '')} | "
+                         f"{r.get('rank_spearman_median', float('nan')):.3f} | "
+                         f"{r.get('rank_top1_share', float('nan')):.3f} ({r.get('rank_configs', 0)}) |")
     return "\n".join(lines) + "\n"
 
 
@@ -70,6 +109,9 @@ def main(cfg: DictConfig) -> None:
     table, summaries = collect(rep)
     if not table:
         raise SystemExit(f"no per-model reports under {rep}: run `python -m src.train model=<name>` first")
+    by_family = rankings(rep, table, configurations(REPO_ROOT / c["data"]["dataset"]))
+    by_family.to_csv(rep / "ranking_by_family.csv", index=False)
+    eval_plots.ranking_by_family(by_family, rep / "ranking_by_family.png")
     (REPO_ROOT / "reports" / "metrics.json").write_text(json.dumps(table, indent=2) + "\n")
     (rep / "metrics_table.md").write_text(markdown(table))
     for metric in ("mape", "r2"):
@@ -106,9 +148,12 @@ def main(cfg: DictConfig) -> None:
         mlflow.set_tags({"run_kind": "summary"})
         for p, models in table.items():
             for m, r in models.items():
-                mlflow.log_metrics({f"{p}/{m}/{k}": r[k] for k in ("mape", "r2", "adj_r2")})
+                mlflow.log_metrics({f"{p}/{m}/{k}": r[k] for k in ("mape", "r2", "adj_r2", "rank_spearman_median",
+                                                                   "rank_top1_share") if k in r})
         mlflow.log_artifact(str(REPO_ROOT / "reports" / "metrics.json"))
         mlflow.log_artifact(str(rep / "metrics_table.md"))
+        mlflow.log_artifact(str(rep / "ranking_by_family.csv"))
+        mlflow.log_artifact(str(rep / "ranking_by_family.png"))
     print(markdown(table))
 
 

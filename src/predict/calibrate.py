@@ -19,6 +19,7 @@ import pandas as pd
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
+from src.evaluate.ranking import ranking_agreement
 from src.predict import conformal
 from src.predict.data import SplitData, load_split
 from src.predict.model import CONFORMAL_ARTIFACT, LoadedModel
@@ -44,29 +45,6 @@ def split_coverage(pipeline, data: SplitData, cal: dict, levels) -> dict:
     return out
 
 
-RANK_GROUP = ["source", "model_key", "mode", "precision", "memory_layout", "compile_mode", "batch_size", "img_size"]
-
-
-def ranking_agreement(df: pd.DataFrame, pred: np.ndarray, min_gpus: int = 3) -> dict:
-    """How well predictions order GPUs: per configuration measured on >= min_gpus GPUs (same CNN, batch, precision,
-    mode, source), Spearman's rho between predicted and measured latency and whether the fastest GPU is found."""
-    from scipy.stats import spearmanr
-
-    d = df.assign(pred=np.asarray(pred, dtype=float))
-    keys = [k for k in RANK_GROUP if k in d.columns]
-    rhos, top1, n = [], [], 0
-    for _, g in d.groupby(keys, dropna=False):
-        g = g.groupby("gpu", as_index=False)[["target", "pred"]].mean()
-        if len(g) < min_gpus:
-            continue
-        n += 1
-        rhos.append(float(spearmanr(g["target"], g["pred"]).statistic))
-        top1.append(bool(g["target"].idxmin() == g["pred"].idxmin()))
-    return {"configs": n, "spearman_median": float(np.nanmedian(rhos)) if rhos else float("nan"),
-            "spearman_mean": float(np.nanmean(rhos)) if rhos else float("nan"),
-            "top1_share": float(np.mean(top1)) if top1 else float("nan"), "min_gpus": min_gpus}
-
-
 def excluded_coverage(pipeline, data: SplitData, cal: dict, levels) -> dict | None:
     """Coverage on the excluded families' rows (CNNs the model never saw): cnn / gpu_cnn quantiles."""
     if data.excluded.empty:
@@ -78,7 +56,7 @@ def excluded_coverage(pipeline, data: SplitData, cal: dict, levels) -> dict | No
     out = {"n_rows": int(len(y)), "mape": float(np.mean(np.abs(pred - y) / y) * 100),
            "median_log_ratio_pred_over_measured": float(np.median(np.log(pred / y))),
            "families": sorted(family_labels(data.excluded).unique().tolist()),
-           "gpu_ranking": ranking_agreement(data.excluded, pred)}
+           "gpu_ranking": ranking_agreement(data.excluded, y, pred)}
     for lv in levels:
         qs = np.array([conformal.pick_q(cal, k, lv) for k in kinds])
         lo, hi = pred * np.exp(-qs), pred * np.exp(qs)
@@ -175,7 +153,8 @@ def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kin
     })
     cal["test_coverage"] = split_coverage(model.pipeline, data, cal, levels)
     test = data.df.iloc[data.test]
-    cal["test_gpu_ranking"] = ranking_agreement(test, model.pipeline.predict(test[data.cols]))
+    cal["test_gpu_ranking"] = ranking_agreement(test, test["target"].to_numpy(dtype=float),
+                                                model.pipeline.predict(test[data.cols]))
     cal["excluded_family_coverage"] = excluded_coverage(model.pipeline, data, cal, levels)
     cal["grouped_coverage"] = {p: grouped_coverage(template, data, p, levels, k, seed, progress=progress)
                                for p in grouped}

@@ -52,9 +52,10 @@ def test_coverage_on_real_test_split(holdout_model, real_overrides):
     assert ex["gpu_ranking"]["configs"] >= 5 and -1 <= ex["gpu_ranking"]["spearman_median"] <= 1
     assert cal["test_gpu_ranking"]["configs"] >= 1
     # a perfect predictor orders the GPUs of every configuration exactly
-    from src.predict.calibrate import ranking_agreement
+    from src.evaluate.ranking import ranking_agreement
 
-    perfect = ranking_agreement(data.excluded, data.excluded["target"].to_numpy())
+    y = data.excluded["target"].to_numpy()
+    perfect = ranking_agreement(data.excluded, y, y)
     assert perfect["spearman_median"] == 1.0 and perfect["top1_share"] == 1.0
 
 

@@ -1,0 +1,67 @@
+"""src.evaluate's GPU-ranking check on small per-model reports laid out as src.train writes them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from src.evaluate.__main__ import configurations, markdown, rankings
+
+GPUS = ["A100", "V100", "T4", "RTX 3090"]
+SPEED = {"A100": 1.0, "V100": 1.6, "T4": 4.0, "RTX 3090": 1.3}
+
+
+def dataset(path) -> pd.DataFrame:
+    rows = []
+    for model, family in (("resnet50", "resnet"), ("resnet18", "resnet"), ("densenet121", "densenet")):
+        for batch in (1, 32):
+            for gpu in GPUS:
+                rows.append({"measurement_id": f"{model}:{batch}:{gpu}", "source": "timm", "model_key": model,
+                             "family": family, "mode": "inference", "precision": "fp32", "memory_layout": "nchw",
+                             "compile_mode": "eager", "batch_size": batch, "img_size": 224, "gpu": gpu,
+                             "target": SPEED[gpu] * batch * (2.0 if model == "densenet121" else 1.0)})
+    df = pd.DataFrame(rows)
+    df.to_parquet(path, index=False)
+    return df
+
+
+def write_predictions(rep, model: str, protocol: str, df: pd.DataFrame, predicted: np.ndarray) -> None:
+    folder = rep / model / protocol
+    folder.mkdir(parents=True)
+    pd.DataFrame({"measurement_id": df["measurement_id"], "gpu": df["gpu"], "model": df["model_key"],
+                  "model_key": df["model_key"], "family": df["family"], "measured": df["target"],
+                  "predicted": predicted}).to_csv(folder / "predictions.csv", index=False)
+
+
+def test_rank_keys_and_family_table(tmp_path):
+    df = dataset(tmp_path / "dataset.parquet")
+    rep = tmp_path / "reports"
+    y = df["target"].to_numpy()
+    # dt gets the order right everywhere; xgb swaps A100 and RTX 3090 on densenet (wrong fastest GPU there)
+    swapped = y.copy()
+    dn = df["model_key"].eq("densenet121").to_numpy()
+    swapped[dn & df["gpu"].eq("A100").to_numpy()] *= 1.5
+    write_predictions(rep, "dt", "leave_family_out", df, y * 1.1)
+    write_predictions(rep, "xgb", "leave_family_out", df, swapped)
+    table = {"leave_family_out": {m: {"mape": 1.0, "median_ape": 1.0, "within_10pct": 1.0, "r2": 1.0, "adj_r2": 1.0,
+                                      "r2_log": 1.0} for m in ("dt", "xgb")}}
+    fam = rankings(rep, table, configurations(tmp_path / "dataset.parquet"))
+    dt, xgb = table["leave_family_out"]["dt"], table["leave_family_out"]["xgb"]
+    assert dt["rank_configs"] == 6 and dt["rank_gpus_mean"] == 4.0
+    assert dt["rank_spearman_median"] == 1.0 and dt["rank_top1_share"] == 1.0
+    assert xgb["rank_top1_share"] == pytest.approx(4 / 6) and xgb["rank_top1_slowdown_median"] == 1.0
+    row = fam.set_index(["estimator", "family"]).loc[("xgb", "densenet")]
+    assert row["configs"] == 2 and row["top1_share"] == 0.0 and row["top1_slowdown_median"] == pytest.approx(1.3)
+    assert "| 1.000 | 1.000 (6) |" in markdown(table)
+
+
+def test_stale_predictions_are_named(tmp_path):
+    df = dataset(tmp_path / "dataset.parquet")
+    rep = tmp_path / "reports"
+    write_predictions(rep, "dt", "random", df.assign(measurement_id=df["measurement_id"] + "-old"),
+                      df["target"].to_numpy())
+    table = {"random": {"dt": {}}}
+    with pytest.raises(SystemExit, match=r"dt/random/predictions.csv: 24 row\(s\) \(e.g. resnet50:1:A100-old\) are "
+                                         r"not in the dataset: the reports are stale"):
+        rankings(rep, table, configurations(tmp_path / "dataset.parquet"))
