@@ -15,6 +15,7 @@ import logging
 
 import hydra
 import mlflow
+import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
@@ -58,10 +59,21 @@ def configurations(dataset_path) -> pd.DataFrame:
     return d.set_index("measurement_id")
 
 
-def rankings(rep, table: dict, configs: pd.DataFrame) -> pd.DataFrame:
-    """Add each row's GPU-ranking check (`rank_*`, src.evaluate.ranking) to `table` from the held-out predictions;
-    return the per-family table of the protocols that hold out families or CNNs (protocol, estimator, family)."""
-    fam = []
+def runtime_errors(rows: pd.DataFrame, measured, predicted) -> pd.DataFrame:
+    """Held-out MAPE per runtime (`compile_mode`: eager, torch_compile, tensorrt, xla, ...), with the rows, CNNs and
+    GPUs behind each figure: how far a protocol's predictions carry to each deployment runtime (issue 20)."""
+    d = pd.DataFrame({"runtime": rows["compile_mode"].fillna("unknown").to_numpy(), "model_key": rows["model_key"],
+                      "gpu": rows["gpu"], "ape": np.abs(predicted - measured) / measured * 100.0})
+    return (d.groupby("runtime", sort=True)
+            .agg(rows=("ape", "size"), cnns=("model_key", "nunique"), gpus=("gpu", "nunique"), mape=("ape", "mean"))
+            .reset_index())
+
+
+def rankings(rep, table: dict, configs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Add each row's GPU-ranking check (`rank_*`, src.evaluate.ranking) and its MAPE per runtime
+    (`mape_by_runtime`) to `table` from the held-out predictions; return the per-family ranking table of the
+    protocols that hold out families or CNNs and the per-runtime error table of every protocol."""
+    fam, runtimes = [], []
     for p, models in table.items():
         for m, row in models.items():
             path = rep / m / p / "predictions.csv"
@@ -76,6 +88,9 @@ def rankings(rep, table: dict, configs: pd.DataFrame) -> pd.DataFrame:
             measured, predicted = pred["measured"].to_numpy(), pred["predicted"].to_numpy()
             row.update({f"rank_{k}": v for k, v in ranking_agreement(rows, measured, predicted).items()
                         if k in RANK_KEYS})
+            rt = runtime_errors(rows, measured, predicted)
+            row["mape_by_runtime"] = {r.runtime: float(r.mape) for r in rt.itertuples()}
+            runtimes.append(rt.assign(protocol=p, estimator=m))
             if p in ("leave_family_out", "leave_model_out"):
                 t = per_config(rows, measured, predicted)
                 families = dict(zip(rows["model_key"], pred["family"], strict=True))
@@ -83,7 +98,10 @@ def rankings(rep, table: dict, configs: pd.DataFrame) -> pd.DataFrame:
                 fam.append(by_group(t, "family").assign(protocol=p, estimator=m))
     cols = ["protocol", "estimator", "family", "configs", "gpus_mean", "spearman_median", "spearman_mean",
             "top1_share", "top1_slowdown_median"]
-    return pd.concat(fam, ignore_index=True)[cols] if fam else pd.DataFrame(columns=cols)
+    by_family = pd.concat(fam, ignore_index=True)[cols] if fam else pd.DataFrame(columns=cols)
+    rcols = ["protocol", "estimator", "runtime", "rows", "cnns", "gpus", "mape"]
+    by_runtime = pd.concat(runtimes, ignore_index=True)[rcols] if runtimes else pd.DataFrame(columns=rcols)
+    return by_family, by_runtime
 
 
 def markdown(table: dict) -> str:
@@ -109,8 +127,9 @@ def main(cfg: DictConfig) -> None:
     table, summaries = collect(rep)
     if not table:
         raise SystemExit(f"no per-model reports under {rep}: run `python -m src.train model=<name>` first")
-    by_family = rankings(rep, table, configurations(REPO_ROOT / c["data"]["dataset"]))
+    by_family, by_runtime = rankings(rep, table, configurations(REPO_ROOT / c["data"]["dataset"]))
     by_family.to_csv(rep / "ranking_by_family.csv", index=False)
+    by_runtime.to_csv(rep / "runtime_mape.csv", index=False)
     eval_plots.ranking_by_family(by_family, rep / "ranking_by_family.png")
     (REPO_ROOT / "reports" / "metrics.json").write_text(json.dumps(table, indent=2) + "\n")
     (rep / "metrics_table.md").write_text(markdown(table))
@@ -153,6 +172,7 @@ def main(cfg: DictConfig) -> None:
         mlflow.log_artifact(str(REPO_ROOT / "reports" / "metrics.json"))
         mlflow.log_artifact(str(rep / "metrics_table.md"))
         mlflow.log_artifact(str(rep / "ranking_by_family.csv"))
+        mlflow.log_artifact(str(rep / "runtime_mape.csv"))
         mlflow.log_artifact(str(rep / "ranking_by_family.png"))
     print(markdown(table))
 

@@ -19,7 +19,7 @@ def dataset(path) -> pd.DataFrame:
             for gpu in GPUS:
                 rows.append({"measurement_id": f"{model}:{batch}:{gpu}", "source": "timm", "model_key": model,
                              "family": family, "mode": "inference", "precision": "fp32", "memory_layout": "nchw",
-                             "compile_mode": "eager", "batch_size": batch, "img_size": 224, "gpu": gpu,
+                             "compile_mode": "tensorrt" if model == "densenet121" else "eager", "batch_size": batch, "img_size": 224, "gpu": gpu,
                              "target": SPEED[gpu] * batch * (2.0 if model == "densenet121" else 1.0)})
     df = pd.DataFrame(rows)
     df.to_parquet(path, index=False)
@@ -46,7 +46,7 @@ def test_rank_keys_and_family_table(tmp_path):
     write_predictions(rep, "xgb", "leave_family_out", df, swapped)
     table = {"leave_family_out": {m: {"mape": 1.0, "median_ape": 1.0, "within_10pct": 1.0, "r2": 1.0, "adj_r2": 1.0,
                                       "r2_log": 1.0} for m in ("dt", "xgb")}}
-    fam = rankings(rep, table, configurations(tmp_path / "dataset.parquet"))
+    fam, runtimes = rankings(rep, table, configurations(tmp_path / "dataset.parquet"))
     dt, xgb = table["leave_family_out"]["dt"], table["leave_family_out"]["xgb"]
     assert dt["rank_configs"] == 6 and dt["rank_gpus_mean"] == 4.0
     assert dt["rank_spearman_median"] == 1.0 and dt["rank_top1_share"] == 1.0
@@ -54,6 +54,13 @@ def test_rank_keys_and_family_table(tmp_path):
     row = fam.set_index(["estimator", "family"]).loc[("xgb", "densenet")]
     assert row["configs"] == 2 and row["top1_share"] == 0.0 and row["top1_slowdown_median"] == pytest.approx(1.3)
     assert "| 1.000 | 1.000 (6) |" in markdown(table)
+    # MAPE per runtime: dt is 10 % high on every row; xgb is 50 % high on the 2 densenet (TensorRT) A100 rows of 8
+    assert dt["mape_by_runtime"] == {"eager": pytest.approx(10.0), "tensorrt": pytest.approx(10.0)}
+    assert xgb["mape_by_runtime"] == {"eager": 0.0, "tensorrt": pytest.approx(50.0 * 2 / 8)}
+    r = runtimes[runtimes["estimator"].eq("xgb")].set_index("runtime")
+    assert r.loc["tensorrt", ["rows", "cnns", "gpus"]].tolist() == [8, 1, 4]
+    assert r.loc["eager", ["rows", "cnns", "gpus"]].tolist() == [16, 2, 4]
+    assert set(runtimes["protocol"]) == {"leave_family_out"}
 
 
 def test_stale_predictions_are_named(tmp_path):
