@@ -197,6 +197,7 @@ ALLOWED_WRITES = {
     # row of reports/metrics.json and the data md5 first, as it does with the store.
     "reports/train/runs/": "run logs",
     "reports/e2e/runs/": "run log",
+    "reports/layers/runs/": "run log",
 }
 # ingest's download cache (`python -m src.ingest --cache`, gitignored): a raw file missing from the mirror is
 # downloaded there from its pinned URL and checked against the manifest's sha256, like a mirror file.

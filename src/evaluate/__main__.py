@@ -149,9 +149,13 @@ def main(cfg: DictConfig) -> None:
     if preds:
         pd.concat(preds)[["estimator", "gpu", "measured", "predicted"]].to_csv(rep / "predicted_vs_measured.csv",
                                                                                index=False)
-    groups = [pd.read_csv(rep / m / p / "per_group.csv").rename(columns=lambda k: "group" if k in ("gpu", "family")
-                                                                 else k).assign(estimator=m, protocol=p)
-              for m in summaries for p in ("leave_gpu_out", "leave_family_out", "leave_model_out", "leave_arch_out")
+    def group_table(m: str, p: str) -> pd.DataFrame:
+        t = pd.read_csv(rep / m / p / "per_group.csv")
+        return t.rename(columns=lambda k: "group" if k in ("gpu", "family", "runtime") else k).assign(estimator=m,
+                                                                                                     protocol=p)
+
+    groups = [group_table(m, p) for m in summaries
+              for p in ("leave_gpu_out", "leave_family_out", "leave_model_out", "leave_arch_out", "leave_runtime_out")
               if (rep / m / p / "per_group.csv").exists()]
     if groups:
         g = pd.concat(groups)[["protocol", "estimator", "group", "rows", "mape"]]

@@ -359,8 +359,11 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     preds, metrics = run(cfg)
     seconds = time.perf_counter() - start
-    metrics["seconds"] = round(seconds, 1)
+    # metrics.json is committed: only what code and data determine; the time goes to the run log
     paths = write_reports(preds, metrics, REPO_ROOT / cfg["reports_dir"], cfg)
+    from src.tracking import write_run_log  # imports mlflow: only here, as log_to_mlflow does
+
+    write_run_log(REPO_ROOT / cfg["reports_dir"], "layer_efficiency", {"seconds": round(seconds, 1)})
     if not args.no_mlflow:
         log_to_mlflow(metrics, paths, cfg, seconds)
     print(f"{'held-out GPU':28s} {'rows':>6s} {'model':>7s} {'roofline':>9s} {'x median':>9s} {'x src med':>9s}"

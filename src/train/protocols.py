@@ -13,7 +13,10 @@ so every protocol below keeps a configuration's rows together, and so does tunin
 - leave_family_out: CNN families held out in groups, GroupKFold;
 - leave_arch_out: GPU architectures held out by age: train on older architectures, test on newer ones
   (ARCH_FOLDS: Ada/Hopper/Blackwell from everything older; Ampere from Pascal-Turing), the question a designer
-  asks about a GPU generation nobody has measured yet.
+  asks about a GPU generation nobody has measured yet;
+- leave_runtime_out: each deployment runtime (`compile_mode` values grouped in `split.leave_runtime_out.groups`,
+  e.g. TensorRT and TF-TRT together) held out in turn, trained on every other runtime's rows: how far the fusion
+  rules of the physics estimate carry a runtime that no training row ran (issue 20).
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import GroupKFold, GroupShuffleSplit, KFold, train_test_split
 
-PROTOCOLS = ("random", "random_rows", "leave_model_out", "leave_gpu_out", "leave_family_out", "leave_arch_out")
-GROUPED = ("leave_model_out", "leave_gpu_out", "leave_family_out", "leave_arch_out")
+PROTOCOLS = ("random", "random_rows", "leave_model_out", "leave_gpu_out", "leave_family_out", "leave_arch_out",
+             "leave_runtime_out")
+GROUPED = ("leave_model_out", "leave_gpu_out", "leave_family_out", "leave_arch_out", "leave_runtime_out")
 # GPU architectures by compute capability (NVIDIA's CUDA tables): [low, high) per name.
 ARCHITECTURES = (("Kepler", 3.0, 5.0), ("Maxwell", 5.0, 6.0), ("Pascal", 6.0, 7.0), ("Volta", 7.0, 7.5),
                  ("Turing", 7.5, 8.0), ("Ampere", 8.0, 8.9), ("Ada", 8.9, 9.0), ("Hopper", 9.0, 10.0),
@@ -94,6 +98,8 @@ def group_labels(df: pd.DataFrame, protocol: str) -> np.ndarray:
         return family_labels(df).to_numpy()
     if protocol == "leave_arch_out":
         return df["gpu"].astype(str).to_numpy()  # tuning CV inside a fold: GPUs of the trained architectures
+    if protocol == "leave_runtime_out":
+        return config_ids(df).astype(str)  # tuning CV inside a fold: configurations of the trained runtimes
     raise ValueError(f"unknown protocol {protocol!r}; choose from {PROTOCOLS}")
 
 
@@ -153,6 +159,8 @@ def grouped_folds(df: pd.DataFrame, protocol: str, cfg: dict, seed: int) -> tupl
                                      "models"), []
     if protocol == "leave_arch_out":
         return arch_folds(df)
+    if protocol == "leave_runtime_out":
+        return runtime_folds(df, cfg["leave_runtime_out"])
     raise ValueError(f"unknown grouped protocol {protocol!r}; choose from {GROUPED}")
 
 
@@ -169,6 +177,30 @@ def arch_folds(df: pd.DataFrame) -> tuple[list[Fold], list[str]]:
             continue
         gpus = sorted(set(df["gpu"].astype(str).to_numpy()[test]))
         folds.append(Fold(name, train, test, gpus))
+    return folds, skipped
+
+
+def runtime_folds(df: pd.DataFrame, cfg: dict) -> tuple[list[Fold], list[str]]:
+    """One fold per entry of `cfg["groups"]` ({name: [compile_mode, ...]}): its rows held out, every other row
+    trained on. A group with fewer than `cfg["min_test_rows"]` rows (none in a subset) is skipped and named."""
+    groups = cfg.get("groups") or {}
+    if not groups:
+        raise ValueError("split.leave_runtime_out.groups is empty: name the runtimes to hold out")
+    from src.ingest.validate import COMPILE_MODES
+
+    unknown = sorted({v for vals in groups.values() for v in vals} - set(COMPILE_MODES))
+    if unknown:
+        # a typo would hold out nothing: name the runtimes the measurement schema knows
+        raise ValueError(f"split.leave_runtime_out.groups names unknown compile_mode value(s) {unknown}; "
+                         f"the measurement schema knows {list(COMPILE_MODES)}")
+    mode = df["compile_mode"].astype(str).to_numpy()
+    folds, skipped = [], []
+    for name, values in groups.items():
+        held = np.isin(mode, list(values))
+        if held.sum() < int(cfg.get("min_test_rows", 1)):
+            skipped.append(name)
+            continue
+        folds.append(Fold(name, np.flatnonzero(~held), np.flatnonzero(held), sorted(values)))
     return folds, skipped
 
 

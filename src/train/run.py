@@ -53,7 +53,7 @@ METRIC_KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
 RUN_TAGS = ("git_commit", "git_dirty")
 RUN_KEYS = ("run_id", "model_uri", "timing_s")
 GROUP_TABLE = {"random": "gpu", "random_rows": "gpu", "leave_model_out": "family", "leave_gpu_out": "gpu",
-               "leave_family_out": "family", "leave_arch_out": "gpu"}
+               "leave_family_out": "family", "leave_arch_out": "gpu", "leave_runtime_out": "runtime"}
 
 
 def load_dataset(c: dict, root: Path = REPO_ROOT) -> pd.DataFrame:
@@ -144,6 +144,7 @@ class Trainer:
                              "gpu": d["gpu"].to_numpy()[idx], "model": d["model"].to_numpy()[idx],
                              "model_key": d["model_key"].to_numpy()[idx],
                              "family": family_labels(d).to_numpy()[idx],
+                             "runtime": d["compile_mode"].astype(str).to_numpy()[idx],
                              "measured": self.y[idx], "predicted": np.asarray(pred, dtype=float)})
 
     def write_common(self, art: Path, pred_df: pd.DataFrame, imps: dict, title: str) -> None:
@@ -180,6 +181,9 @@ class Trainer:
     def run_protocol(self, protocol: str, warm: dict | None) -> dict:
         c, s = self.c, self.c["sweep"]
         folds, skipped = outer_folds(self.df, protocol, c["split"], self.seed)
+        if not folds:
+            raise DatasetError(f"split.protocols: {protocol} has no fold on this dataset (groups skipped for too few "
+                               f"rows: {skipped}); drop it from split.protocols or change its settings")
         # random_rows keeps the old row-level tuning CV too: it exists only to show what twins do to a score.
         labels = None if protocol == "random_rows" else group_labels(self.df, protocol)
         single = len(folds) == 1

@@ -19,7 +19,8 @@ def dataset(path) -> pd.DataFrame:
             for gpu in GPUS:
                 rows.append({"measurement_id": f"{model}:{batch}:{gpu}", "source": "timm", "model_key": model,
                              "family": family, "mode": "inference", "precision": "fp32", "memory_layout": "nchw",
-                             "compile_mode": "tensorrt" if model == "densenet121" else "eager", "batch_size": batch, "img_size": 224, "gpu": gpu,
+                             "compile_mode": "tensorrt" if model == "densenet121" else "eager",
+                             "batch_size": batch, "img_size": 224, "gpu": gpu,
                              "target": SPEED[gpu] * batch * (2.0 if model == "densenet121" else 1.0)})
     df = pd.DataFrame(rows)
     df.to_parquet(path, index=False)

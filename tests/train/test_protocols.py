@@ -120,3 +120,24 @@ def test_architecture_of_an_unmapped_capability_is_an_error(tmp_path):
     df.loc[0, "compute_capability"] = 2.0
     with pytest.raises(ValueError, match=r"compute capability \[2.0\]"):
         architecture_labels(df)
+
+
+def test_leave_runtime_out_holds_each_runtime_group_out_whole(tmp_path):
+    df, c = dataset(tmp_path)
+    mode = np.where(df["model_key"].isin(["resnet18", "resnet50"]) & df["precision"].eq("amp_fp16"), "tensorrt",
+                    np.where(df["model_key"].eq("vgg11"), "xla_tensorrt",
+                             np.where(df["model_key"].eq("convnext_tiny"), "torch_compile", "eager")))
+    df = df.assign(compile_mode=mode)
+    cfg = {**c["split"], "leave_runtime_out": {"groups": {"tensorrt": ["tensorrt", "xla_tensorrt"],
+                                                          "torch_compile": ["torch_compile"], "xla": ["xla"]},
+                                               "min_test_rows": 10}}
+    folds, skipped = grouped_folds(df, "leave_runtime_out", cfg, 42)
+    assert [f.name for f in folds] == ["tensorrt", "torch_compile"] and skipped == ["xla"]  # no xla row here
+    trt = folds[0]
+    assert set(df["compile_mode"].iloc[trt.test]) == {"tensorrt", "xla_tensorrt"}
+    assert not {"tensorrt", "xla_tensorrt"} & set(df["compile_mode"].iloc[trt.train])
+    assert len(trt.train) + len(trt.test) == len(df) and trt.held_out == ["tensorrt", "xla_tensorrt"]
+    assert twins_across(df, trt.train, trt.test) == 0
+    bad = {**cfg, "leave_runtime_out": {"groups": {"trt": ["tensorrtt"]}}}
+    with pytest.raises(ValueError, match=r"unknown compile_mode value\(s\) \['tensorrtt'\]; the measurement schema"):
+        grouped_folds(df, "leave_runtime_out", bad, 42)
