@@ -30,7 +30,8 @@ log = logging.getLogger("cnnperf.evaluate")
 MODELS = ("lr", "knn", "rf", "dt", "xgb")
 KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
 GROUP_KEYS = ("group_median_mape", "group_worst_mape", "worst_group", "groups_scored")
-RANK_KEYS = ("configs", "gpus_mean", "spearman_median", "spearman_mean", "top1_share", "top1_slowdown_median")
+RANK_KEYS = ("configs", "gpus_mean", "spearman_median", "spearman_mean", "top1_share",
+             "top1_miss_slowdown_median")
 TRACE_KEYS = ("split_fingerprint", "optuna_study", "cv_mape", "test_rows", "folds", "n_features")
 
 
@@ -97,7 +98,7 @@ def rankings(rep, table: dict, configs: pd.DataFrame) -> tuple[pd.DataFrame, pd.
                 t["family"] = t["model_key"].map(families)
                 fam.append(by_group(t, "family").assign(protocol=p, estimator=m))
     cols = ["protocol", "estimator", "family", "configs", "gpus_mean", "spearman_median", "spearman_mean",
-            "top1_share", "top1_slowdown_median"]
+            "top1_share", "top1_miss_slowdown_median"]
     by_family = pd.concat(fam, ignore_index=True)[cols] if fam else pd.DataFrame(columns=cols)
     rcols = ["protocol", "estimator", "runtime", "rows", "cnns", "gpus", "mape"]
     by_runtime = pd.concat(runtimes, ignore_index=True)[rcols] if runtimes else pd.DataFrame(columns=rcols)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from src.config import REPO_ROOT
+from src.ingest.validate import COMPILE_MODES
 
 log = logging.getLogger("cnnperf.predict")
 DEFAULT_MODEL_URI = "models:/cnnperf-best@champion"
@@ -60,7 +61,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--precision", default="amp_fp16", help="fp32, amp_fp16, amp_bf16, bf16, fp16 (model's list)")
     run.add_argument("--mode", default="inference", choices=["inference", "training"])
     run.add_argument("--layout", default="nchw", choices=["nchw", "nhwc"])
-    run.add_argument("--compile", dest="compile_mode", default="eager", help="eager, torch_compile, xla ...")
+    run.add_argument("--runtime", "--compile", dest="compile_mode", default="eager", choices=COMPILE_MODES,
+                     help="the deployment runtime (the data's compile_mode): eager framework, torch.compile, TensorRT, "
+                          "TF-XLA, TF-TRT; it decides the fused kernels and launches the physics estimate prices")
     run.add_argument("--framework", default="pytorch", help="pytorch, tensorflow, mxnet ... (model's list)")
     run.add_argument("--framework-version", default="unknown", help="e.g. 2.4.0 (open category: any value)")
     cnn.add_argument("--family", help="CNN family label (default: derived from the model name, e.g. densenet)")
@@ -77,7 +80,7 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--conformal", help="calibration JSON (default: the artifact logged with the model)")
     o.add_argument("--level", type=float, default=0.9, help="interval level (calibrated: 0.8, 0.9)")
     o.add_argument("--out", default=str(REPO_ROOT / "reports" / "predict"), help="output folder")
-    o.add_argument("--stem", help="output file stem (default: ranking_<cnn>_<precision>_<mode>)")
+    o.add_argument("--stem", help="output file stem (default: ranking_<cnn>_<runtime>_<precision>_<mode>)")
     o.add_argument("--top", type=int, default=25, help="rows per batch size printed (all are saved)")
     o.add_argument("--mlflow", action="store_true", help="log the query, timings and outputs to MLflow")
     o.add_argument("--experiment", default="cnnperf-dse")
@@ -128,11 +131,12 @@ def cmd_rank(a: argparse.Namespace) -> int:
                a.framework, a.framework_version, a.family)
     res.timings.update({"model_load_seconds": model.load_seconds, "feature_extraction_seconds": t_feat,
                         "gpu_lookup_seconds": t_gpu, "total_seconds": time.perf_counter() - t_all})
-    stem = a.stem or f"ranking_{feats.name}_{a.precision}_{a.mode}".replace("/", "_").replace(" ", "_")
+    stem = a.stem or f"ranking_{feats.name}_{a.compile_mode}_{a.precision}_{a.mode}".replace("/", "_").replace(" ", "_")
     title = (f"{feats.source}:{feats.name} ({feats.param_count_m:.2f} M params, {feats.gmacs:.3g} GMACs, "
-             f"{feats.img_size}px) {a.precision} {a.mode} - model {a.model_uri}")
+             f"{feats.img_size}px) {a.compile_mode} {a.precision} {a.mode} - model {a.model_uri}")
     meta = {"cnn": feats.as_dict(), "model_uri": a.model_uri, "run_id": model.run_id, "gpus_requested": a.gpus,
-            "gpus_skipped": sel.skipped, "batch_sizes": a.batch, "precision": a.precision, "mode": a.mode}
+            "gpus_skipped": sel.skipped, "batch_sizes": a.batch, "runtime": a.compile_mode, "precision": a.precision,
+            "mode": a.mode}
     paths = report.save(res, Path(a.out), stem, title, meta)
     print(report.console_table(res.table, a.top))
     if sel.skipped:
@@ -148,7 +152,8 @@ def cmd_rank(a: argparse.Namespace) -> int:
     print(f"saved: {paths['csv']}  {paths['png']}")
     if a.mlflow:
         run_id = report.log_mlflow(paths, {"cnn": feats.name, "source": feats.source, "model_uri": a.model_uri,
-                                           "batch_sizes": a.batch, "precision": a.precision, "mode": a.mode,
+                                           "batch_sizes": a.batch, "runtime": a.compile_mode,
+                                           "precision": a.precision, "mode": a.mode,
                                            "n_gpus": t["n_gpus"], "gpus": " ".join(a.gpus)},
                                    t, m["tracking_uri"], a.experiment, m["artifact_root"])
         print(f"logged to MLflow experiment {a.experiment!r}, run {run_id}")

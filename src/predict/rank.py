@@ -111,12 +111,13 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
         for c in ("interval_kind", "latency_lo_ms", "latency_hi_ms", "throughput_lo_per_s", "throughput_hi_per_s"):
             out[c] = np.nan
     out["interval_level"] = level
+    out["runtime"], out["precision"] = compile_mode, precision  # the CSV names the deployment it ranks for
     out = out.merge(gpus[["gpu"] + [c for c in SPEC_COLUMNS if c in gpus.columns]], on="gpu", how="left")
     out["rank"] = out.groupby("batch_size")["latency_ms"].rank(method="first").astype(int)
     out = out.sort_values(["batch_size", "rank"]).reset_index(drop=True)
     first = ["batch_size", "rank", "gpu", "latency_ms", "latency_lo_ms", "latency_hi_ms", "throughput_per_s",
              "throughput_lo_per_s", "throughput_hi_per_s", "roofline_ms", "bound", "roofline_fraction",
-             "gpu_in_training", "interval_kind", "interval_level"]
+             "gpu_in_training", "interval_kind", "interval_level", "runtime", "precision"]
     out = out[first + [c for c in out.columns if c not in first]]
     n = len(gpus)
     timings = {"predict_seconds": t_pred, "n_gpus": n, "n_rows": len(req),

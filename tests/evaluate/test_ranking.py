@@ -55,9 +55,9 @@ def test_summary_perfect_and_reversed():
     df, m, _ = table(3)
     perfect = ranking_agreement(df, m, m)
     assert perfect["spearman_median"] == 1.0 and perfect["top1_share"] == 1.0
-    assert perfect["top1_slowdown_worst"] == 1.0
+    assert perfect["top1_slowdown_worst"] == 1.0 and np.isnan(perfect["top1_miss_slowdown_median"])
     rev = ranking_agreement(df, m, -m)
-    assert rev["spearman_median"] == -1.0 and rev["top1_share"] < 0.2 and rev["top1_slowdown_median"] > 1.5
+    assert rev["spearman_median"] == -1.0 and rev["top1_share"] < 0.2 and rev["top1_miss_slowdown_median"] > 1.5
     assert rev["configs"] == perfect["configs"] == len(per_config(df, m, m))
 
 

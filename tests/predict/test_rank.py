@@ -92,3 +92,23 @@ def test_cnn_routes_are_exclusive_and_checked():
         from_explicit("x", 7.98, -1, 6.9, 224)
     with pytest.raises(CnnSpecError, match="not found"):
         describe(None, None, "/nonexistent/model.onnx", None, None, None, None)
+
+
+def test_cli_rank_for_a_runtime(calibrated, tmp_path, capsys):
+    """`--runtime tensorrt` reaches the model (it prices fused kernels) and names the files, CSV and JSON."""
+    args = ["--model-uri", calibrated["uri"], "--conformal", calibrated["conformal"], *DENSENET121, "--batch", "1",
+            "--gpus", "GeForce RTX 3090", "Tesla V100 PCIe 16 GB", "A100 PCIe 40 GB", "--precision", "fp16",
+            "--out", str(tmp_path)]
+    assert main([*args, "--runtime", "tensorrt"]) == 0 and main([*args, "--compile", "eager"]) == 0
+    trt = pd.read_csv(tmp_path / "ranking_densenet121_tensorrt_fp16_inference.csv")
+    eager = pd.read_csv(tmp_path / "ranking_densenet121_eager_fp16_inference.csv")
+    assert set(trt["runtime"]) == {"tensorrt"} and set(eager["runtime"]) == {"eager"}
+    assert set(trt["precision"]) == {"fp16"} and len(trt) == len(eager) == 3
+    both = trt.merge(eager, on="gpu", suffixes=("_trt", "_eager"))
+    assert not np.allclose(both["latency_ms_trt"], both["latency_ms_eager"])
+    meta = json.loads((tmp_path / "ranking_densenet121_tensorrt_fp16_inference.json").read_text())
+    assert meta["runtime"] == "tensorrt"
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--runtime", "onnx"])
+    assert exc.value.code == 2 and "invalid choice: 'onnx'" in capsys.readouterr().err
