@@ -43,7 +43,7 @@ def test_uris_are_absolute_and_chdir_off(monkeypatch):
     assert c["sweep"]["storage"] == f"sqlite:///{REPO_ROOT}/optuna.db"
     assert c["mlflow"]["artifact_root"] == f"file://{REPO_ROOT}/mlartifacts"
     assert c["split"]["protocols"] == ["random", "random_rows", "leave_model_out", "leave_gpu_out", "leave_family_out",
-                                             "leave_arch_out"]
+                                             "leave_arch_out", "leave_runtime_out"]
 
 
 def test_tracking_uri_env_override(monkeypatch):
