@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.config import REPO_ROOT, register_resolvers
 from src.evaluate import plots as eval_plots
+from src.evaluate import runtime_pairs
 from src.evaluate.ranking import RANK_GROUP, by_group, per_config, ranking_agreement
 from src.tracking import setup
 from src.train import PROTOCOLS, plots
@@ -70,11 +71,12 @@ def runtime_errors(rows: pd.DataFrame, measured, predicted) -> pd.DataFrame:
             .reset_index())
 
 
-def rankings(rep, table: dict, configs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Add each row's GPU-ranking check (`rank_*`, src.evaluate.ranking) and its MAPE per runtime
-    (`mape_by_runtime`) to `table` from the held-out predictions; return the per-family ranking table of the
-    protocols that hold out families or CNNs and the per-runtime error table of every protocol."""
-    fam, runtimes = [], []
+def rankings(rep, table: dict, configs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Add each row's GPU-ranking check (`rank_*`, src.evaluate.ranking), its MAPE per runtime (`mape_by_runtime`)
+    and its eager/runtime speed-up check (`speedup_vs_eager`, src.evaluate.runtime_pairs) to `table` from the
+    held-out predictions; return the per-family ranking table of the protocols that hold out families or CNNs, the
+    per-runtime error table and the speed-up pairs of every protocol."""
+    fam, runtimes, speedups = [], [], []
     for p, models in table.items():
         for m, row in models.items():
             path = rep / m / p / "predictions.csv"
@@ -92,6 +94,9 @@ def rankings(rep, table: dict, configs: pd.DataFrame) -> tuple[pd.DataFrame, pd.
             rt = runtime_errors(rows, measured, predicted)
             row["mape_by_runtime"] = {r.runtime: float(r.mape) for r in rt.itertuples()}
             runtimes.append(rt.assign(protocol=p, estimator=m))
+            pairs = runtime_pairs.pairs(rows, measured, predicted)
+            row["speedup_vs_eager"] = runtime_pairs.summary(pairs)
+            speedups.append(pairs.assign(protocol=p, estimator=m))
             if p in ("leave_family_out", "leave_model_out"):
                 t = per_config(rows, measured, predicted)
                 families = dict(zip(rows["model_key"], pred["family"], strict=True))
@@ -102,7 +107,8 @@ def rankings(rep, table: dict, configs: pd.DataFrame) -> tuple[pd.DataFrame, pd.
     by_family = pd.concat(fam, ignore_index=True)[cols] if fam else pd.DataFrame(columns=cols)
     rcols = ["protocol", "estimator", "runtime", "rows", "cnns", "gpus", "mape"]
     by_runtime = pd.concat(runtimes, ignore_index=True)[rcols] if runtimes else pd.DataFrame(columns=rcols)
-    return by_family, by_runtime
+    by_pair = pd.concat(speedups, ignore_index=True) if speedups else pd.DataFrame()
+    return by_family, by_runtime, by_pair
 
 
 def markdown(table: dict) -> str:
@@ -128,9 +134,10 @@ def main(cfg: DictConfig) -> None:
     table, summaries = collect(rep)
     if not table:
         raise SystemExit(f"no per-model reports under {rep}: run `python -m src.train model=<name>` first")
-    by_family, by_runtime = rankings(rep, table, configurations(REPO_ROOT / c["data"]["dataset"]))
+    by_family, by_runtime, by_pair = rankings(rep, table, configurations(REPO_ROOT / c["data"]["dataset"]))
     by_family.to_csv(rep / "ranking_by_family.csv", index=False)
     by_runtime.to_csv(rep / "runtime_mape.csv", index=False)
+    by_pair.to_csv(rep / "runtime_speedup_pairs.csv", index=False)
     eval_plots.ranking_by_family(by_family, rep / "ranking_by_family.png")
     (REPO_ROOT / "reports" / "metrics.json").write_text(json.dumps(table, indent=2) + "\n")
     (rep / "metrics_table.md").write_text(markdown(table))
@@ -178,6 +185,7 @@ def main(cfg: DictConfig) -> None:
         mlflow.log_artifact(str(rep / "metrics_table.md"))
         mlflow.log_artifact(str(rep / "ranking_by_family.csv"))
         mlflow.log_artifact(str(rep / "runtime_mape.csv"))
+        mlflow.log_artifact(str(rep / "runtime_speedup_pairs.csv"))
         mlflow.log_artifact(str(rep / "ranking_by_family.png"))
     print(markdown(table))
 

@@ -47,7 +47,7 @@ def test_rank_keys_and_family_table(tmp_path):
     write_predictions(rep, "xgb", "leave_family_out", df, swapped)
     table = {"leave_family_out": {m: {"mape": 1.0, "median_ape": 1.0, "within_10pct": 1.0, "r2": 1.0, "adj_r2": 1.0,
                                       "r2_log": 1.0} for m in ("dt", "xgb")}}
-    fam, runtimes = rankings(rep, table, configurations(tmp_path / "dataset.parquet"))
+    fam, runtimes, speedups = rankings(rep, table, configurations(tmp_path / "dataset.parquet"))
     dt, xgb = table["leave_family_out"]["dt"], table["leave_family_out"]["xgb"]
     assert dt["rank_configs"] == 6 and dt["rank_gpus_mean"] == 4.0
     assert dt["rank_spearman_median"] == 1.0 and dt["rank_top1_share"] == 1.0
@@ -64,6 +64,7 @@ def test_rank_keys_and_family_table(tmp_path):
     assert r.loc["tensorrt", ["rows", "cnns", "gpus"]].tolist() == [8, 1, 4]
     assert r.loc["eager", ["rows", "cnns", "gpus"]].tolist() == [16, 2, 4]
     assert set(runtimes["protocol"]) == {"leave_family_out"}
+    assert speedups.empty and dt["speedup_vs_eager"] == {}  # no CNN here is measured both ways
 
 
 def test_stale_predictions_are_named(tmp_path):
