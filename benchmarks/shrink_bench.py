@@ -5,12 +5,13 @@ The ablation (docs/training.md "Ablation") found that on leave_arch_out no learn
 the median training efficiency (24.1 % against 54.1 % for xgb). Prediction with weight w in [0, 1]:
     log(pred) = log(estimate) + (1 - w) * log(median training efficiency) + w * learned log-efficiency,
 w = 1 is the default model, w = 0 the bare estimate. w is chosen on a validation split of the outer training part
-only, grouped as the protocol holds out (leave_arch_out: the newest architecture of the training part; leave_gpu_out
-/ leave_family_out: a seeded third of the training GPUs / families), then the model is refitted on the whole training
+only, grouped as the protocol holds out (leave_arch_out: the newest architecture of the training part;
+leave_runtime_out: its largest non-eager runtime; leave_gpu_out / leave_family_out / leave_model_out / random: a
+seeded third of the training GPUs / families / CNNs / configurations), then the model is refitted on the whole training
 part and scored once on the held-out part with that w. Warm-start parameters (no tuning), same rows and folds as
 the pipeline. Writes reports/bench/shrink_bench.json.
 
-    python benchmarks/shrink_bench.py [--model xgb] [--protocols leave_arch_out,leave_gpu_out,leave_family_out]
+    python benchmarks/shrink_bench.py [--model xgb] [--protocols leave_arch_out,leave_gpu_out] [overrides]
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from src.config import REPO_ROOT, compose  # noqa: E402
 from src.features.engineer import input_columns  # noqa: E402
-from src.train import architecture_labels, family_labels, fit_model, outer_folds  # noqa: E402
+from src.train import architecture_labels, config_ids, family_labels, fit_model, outer_folds  # noqa: E402
 from src.train.fit import make_model  # noqa: E402
 from src.train.protocols import ARCHITECTURES  # noqa: E402
 
@@ -50,8 +51,15 @@ def validation_split(df: pd.DataFrame, train: np.ndarray, protocol: str, seed: i
         arch = architecture_labels(df)[train]
         newest = max(set(arch), key=ARCH_ORDER.index)
         val = arch == newest
+    elif protocol == "leave_runtime_out":
+        # the largest non-eager runtime left in the training part
+        mode = df["compile_mode"].astype(str).to_numpy()[train]
+        others = pd.Series(mode[mode != "eager"]).value_counts()
+        val = mode == others.index[0]
     else:
-        labels = (df["gpu"].astype(str) if protocol == "leave_gpu_out" else family_labels(df)).to_numpy()[train]
+        by = {"leave_gpu_out": df["gpu"].astype(str), "leave_family_out": family_labels(df),
+              "leave_model_out": df["model_key"].astype(str), "random": pd.Series(config_ids(df).astype(str))}
+        labels = by[protocol].to_numpy()[train]
         uniq = np.array(sorted(set(labels)))
         pick = np.random.default_rng(seed).permutation(len(uniq))[: max(1, len(uniq) // 3)]
         val = np.isin(labels, uniq[pick])
@@ -96,7 +104,8 @@ def run_protocol(c: dict, df: pd.DataFrame, protocol: str, seed: int) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="xgb")
-    ap.add_argument("--protocols", default="leave_arch_out,leave_gpu_out,leave_family_out")
+    ap.add_argument("--protocols",
+                    default="random,leave_model_out,leave_gpu_out,leave_family_out,leave_arch_out,leave_runtime_out")
     ap.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench" / "shrink_bench.json"))
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. split.leave_gpu_out.n_groups=8")
     a = ap.parse_args(argv)
