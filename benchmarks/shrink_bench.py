@@ -9,7 +9,7 @@ only, grouped as the protocol holds out (leave_arch_out: the newest architecture
 leave_runtime_out: its largest non-eager runtime; leave_gpu_out / leave_family_out / leave_model_out / random: a
 seeded third of the training GPUs / families / CNNs / configurations), then the model is refitted on the whole training
 part and scored once on the held-out part with that w. Warm-start parameters (no tuning), same rows and folds as
-the pipeline. Writes reports/bench/shrink_bench.json.
+the pipeline. Writes reports/bench/shrink_bench.json and an MLflow run (experiment cnnperf-bench).
 
     python benchmarks/shrink_bench.py [--model xgb] [--protocols leave_arch_out,leave_gpu_out] [overrides]
 """
@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--protocols",
                     default="random,leave_model_out,leave_gpu_out,leave_family_out,leave_arch_out,leave_runtime_out")
     ap.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench" / "shrink_bench.json"))
+    ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. split.leave_gpu_out.n_groups=8")
     a = ap.parse_args(argv)
     c = OmegaConf.to_container(compose([f"model={a.model}", "features=physics", "target=efficiency", *a.overrides]),
@@ -121,8 +122,20 @@ def main(argv: list[str] | None = None) -> dict:
               f"{r['estimate']:6.2f}  (w per fold {r['weights']})", flush=True)
     out = {"model": a.model, "overrides": a.overrides, "rows": int(len(df)), "weights_grid": WEIGHTS.tolist(),
            "results": results, "wall_seconds": time.perf_counter() - t0}
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
+    path = Path(a.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    if not a.no_mlflow:
+        import mlflow
+
+        from src.tracking import setup
+
+        setup(c["mlflow"]["tracking_uri"], "cnnperf-bench", c["mlflow"]["artifact_root"])
+        with mlflow.start_run(run_name="benchmark/shrink"):
+            mlflow.set_tags({"run_kind": "benchmark", "model": a.model})
+            mlflow.log_metrics({f"{p}/{k}": r[k] for p, r in results.items()
+                                for k in ("default", "chosen", "estimate")})
+            mlflow.log_artifact(str(path))
     return out
 
 
