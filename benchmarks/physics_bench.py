@@ -19,7 +19,6 @@ reports/bench/physics_bench.json and logs an MLflow run (experiment cnnperf-benc
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from src.config import REPO_ROOT, compose  # noqa: E402
 from src.features.engineer import input_columns  # noqa: E402
+from src.tracking import record_benchmark  # noqa: E402
 from src.train import PROTOCOLS, fit_model, outer_folds  # noqa: E402
 from src.train.fit import make_model  # noqa: E402
 from src.train.metrics import all_metrics  # noqa: E402
@@ -112,20 +112,10 @@ def main(argv: list[str] | None = None) -> dict:
         cells = [f"{by_p[p]['mape']:7.2f} ({by_p[p]['group_median_mape']:5.1f}/{by_p[p]['group_worst_mape']:6.1f})"
                  if p in by_p else " " * 24 for p in protocols]
         print(f"{name:28s} " + " ".join(f"{c:>24s}" for c in cells))
-    path = Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    if not args.no_mlflow:
-        import mlflow
-
-        from src.tracking import setup
-
-        setup(base["mlflow"]["tracking_uri"], "cnnperf-bench", base["mlflow"]["artifact_root"])
-        with mlflow.start_run(run_name="benchmark/physics"):
-            mlflow.set_tags({"run_kind": "benchmark", "models": ",".join(models)})
-            mlflow.log_metrics({f"{n.replace(':', '__').replace('/', '_')}/{p}/{k}": v for n, by_p in results.items()
-                                for p, r in by_p.items() for k, v in r.items() if isinstance(v, float)})
-            mlflow.log_artifact(str(path))
+    record_benchmark(out, Path(args.out), None if args.no_mlflow else base["mlflow"], "benchmark/physics",
+                     {"models": ",".join(models)},
+                     {f"{n.replace(':', '__').replace('/', '_')}/{p}/{k}": v for n, by_p in results.items()
+                      for p, r in by_p.items() for k, v in r.items() if isinstance(v, float)})
     return out
 
 

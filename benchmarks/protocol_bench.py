@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from src.config import REPO_ROOT, compose  # noqa: E402
 from src.features.engineer import input_columns  # noqa: E402
+from src.tracking import record_benchmark  # noqa: E402
 from src.train import PROTOCOLS, config_ids, fit_model, outer_folds  # noqa: E402
 from src.train.metrics import all_metrics  # noqa: E402
 
@@ -114,21 +115,10 @@ def main(argv: list[str] | None = None) -> dict:
         for p, r in by_p.items():
             print(f"{enc:9s} {p:17s} {r['mape']:7.2f} {r['r2']:7.4f} {r['adj_r2']:7.4f} {r['group_median_mape']:10.2f} "
                   f"{r['group_worst_mape']:9.2f}  {r['configurations_split']}")
-    path = Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    if not args.no_mlflow:
-        import mlflow
-
-        from src.tracking import setup
-
-        setup(c["mlflow"]["tracking_uri"], "cnnperf-bench", c["mlflow"]["artifact_root"])
-        with mlflow.start_run(run_name="benchmark/protocols"):
-            mlflow.set_tags({"run_kind": "benchmark", "model": args.model})
-            mlflow.log_metrics({f"{e}/{p}/{k}": v for e, by_p in results.items() for p, r in by_p.items()
-                                for k, v in r.items() if isinstance(v, float)})
-            mlflow.log_metrics({f"twins/{k}": v for k, v in out["twins"].items()})
-            mlflow.log_artifact(str(path))
+    metrics = {f"{e}/{p}/{k}": v for e, by_p in results.items() for p, r in by_p.items()
+               for k, v in r.items() if isinstance(v, float)}
+    record_benchmark(out, Path(args.out), None if args.no_mlflow else c["mlflow"], "benchmark/protocols",
+                     {"model": args.model}, {**metrics, **{f"twins/{k}": v for k, v in out["twins"].items()}})
     return out
 
 

@@ -17,7 +17,6 @@ the pipeline. Writes reports/bench/shrink_bench.json and an MLflow run (experime
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from src.config import REPO_ROOT, compose  # noqa: E402
 from src.features.engineer import input_columns  # noqa: E402
+from src.tracking import record_benchmark  # noqa: E402
 from src.train import architecture_labels, config_ids, family_labels, fit_model, outer_folds  # noqa: E402
 from src.train.fit import make_model  # noqa: E402
 from src.train.protocols import ARCHITECTURES  # noqa: E402
@@ -122,20 +122,8 @@ def main(argv: list[str] | None = None) -> dict:
               f"{r['estimate']:6.2f}  (w per fold {r['weights']})", flush=True)
     out = {"model": a.model, "overrides": a.overrides, "rows": int(len(df)), "weights_grid": WEIGHTS.tolist(),
            "results": results, "wall_seconds": time.perf_counter() - t0}
-    path = Path(a.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    if not a.no_mlflow:
-        import mlflow
-
-        from src.tracking import setup
-
-        setup(c["mlflow"]["tracking_uri"], "cnnperf-bench", c["mlflow"]["artifact_root"])
-        with mlflow.start_run(run_name="benchmark/shrink"):
-            mlflow.set_tags({"run_kind": "benchmark", "model": a.model})
-            mlflow.log_metrics({f"{p}/{k}": r[k] for p, r in results.items()
-                                for k in ("default", "chosen", "estimate")})
-            mlflow.log_artifact(str(path))
+    record_benchmark(out, Path(a.out), None if a.no_mlflow else c["mlflow"], "benchmark/shrink", {"model": a.model},
+                     {f"{p}/{k}": r[k] for p, r in results.items() for k in ("default", "chosen", "estimate")})
     return out
 
 

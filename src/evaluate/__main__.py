@@ -24,7 +24,7 @@ from src.evaluate import plots as eval_plots
 from src.evaluate import runtime_pairs
 from src.evaluate.ranking import RANK_GROUP, by_group, per_config, ranking_agreement
 from src.tracking import setup
-from src.train import PROTOCOLS, plots
+from src.train import PROTOCOLS
 
 register_resolvers()
 log = logging.getLogger("cnnperf.evaluate")
@@ -142,7 +142,7 @@ def main(cfg: DictConfig) -> None:
     (REPO_ROOT / "reports" / "metrics.json").write_text(json.dumps(table, indent=2) + "\n")
     (rep / "metrics_table.md").write_text(markdown(table))
     for metric in ("mape", "r2"):
-        plots.metric_table(table, rep / f"{metric}_by_protocol.png", metric)
+        eval_plots.metric_table(table, rep / f"{metric}_by_protocol.png", metric)
     # DVC plot data: predicted vs measured (random protocol, <= 2000 rows per model) and importances.
     preds, imps = [], []
     for m in summaries:
@@ -168,7 +168,7 @@ def main(cfg: DictConfig) -> None:
     if groups:
         g = pd.concat(groups)[["protocol", "estimator", "group", "rows", "mape"]]
         g.to_csv(rep / "group_mape.csv", index=False)
-        plots.group_errors(g, rep / "group_mape.png")
+        eval_plots.group_errors(g, rep / "group_mape.png")
     if imps:
         all_imp = pd.concat(imps)
         perm = all_imp[all_imp["kind"].eq("permutation_mape_pp") & all_imp["protocol"].eq("random")]

@@ -115,3 +115,19 @@ def write_run_log(reports_dir: Path, name: str, record: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2, default=float) + "\n")
     return path
+
+
+def record_benchmark(out: dict, path: Path, mlflow_cfg: dict | None, run_name: str, tags: dict[str, str],
+                     metrics: dict[str, float], experiment: str = "cnnperf-bench") -> Path:
+    """A benchmark's result: `out` as JSON at `path` (reports/bench/...), and, unless `mlflow_cfg` is None, an
+    MLflow run `run_name` in `experiment` with `tags` (run_kind=benchmark added), `metrics` and the JSON file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2, default=float) + "\n")
+    if mlflow_cfg is not None:
+        setup(mlflow_cfg["tracking_uri"], experiment, mlflow_cfg["artifact_root"])
+        with mlflow.start_run(run_name=run_name):
+            mlflow.set_tags({"run_kind": "benchmark", **tags})
+            mlflow.log_metrics(metrics)
+            mlflow.log_artifact(str(path))
+    return path

@@ -63,33 +63,3 @@ def importances(values: dict[str, float], kind: str, title: str, path: Path, top
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def metric_table(metrics: dict, path: Path, metric: str = "mape") -> Path:
-    """Grouped bars: metric per model for each protocol (from reports/metrics.json)."""
-    df = pd.DataFrame({p: {m: v.get(metric, np.nan) for m, v in models.items()} for p, models in metrics.items()})
-    fig, ax = plt.subplots(figsize=(7, 4))
-    df.plot.bar(ax=ax)
-    ax.set_ylabel(metric)
-    ax.set_title(f"{metric} per model and protocol")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def group_errors(groups: pd.DataFrame, path: Path) -> Path:
-    """Held-out MAPE per GPU and per family for each model: where the predictor transfers and where not."""
-    panels = [p for p in ("leave_gpu_out", "leave_family_out") if p in set(groups["protocol"])]
-    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(8 * max(1, len(panels)), 9), squeeze=False)
-    for ax, protocol in zip(axes[0], panels, strict=False):
-        t = groups[groups["protocol"].eq(protocol)].pivot_table(index="group", columns="estimator", values="mape")
-        t = t.loc[t.mean(axis=1).sort_values().index]
-        t.plot.barh(ax=ax, width=0.8)
-        ax.set_xscale("log")
-        ax.set_xlabel("held-out MAPE % (log)")
-        ax.set_title(f"{protocol}: MAPE per held-out group")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
