@@ -131,7 +131,8 @@ def cmd_ptx(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: {args.model} builds only on Keras' JAX backend, which TVM cannot import "
                          "(TVM reads torch.export or ONNX): no PTX for it")
     workdir = Path(args.workdir) if args.workdir else None
-    r = ptx_features(source, args.model, args.input_size, args.batch, [args.arch], workdir=workdir)
+    r = ptx_features(source, args.model, args.input_size, args.batch, [args.arch], workdir=workdir,
+                     kernel_cache=Path(args.kernel_cache) if args.kernel_cache else None)
     c = r["by_arch"][args.arch]
     out = {
         "source": r["source"], "model": r["model"], "img_size": r["img_size"], "batch_size": r["batch_size"],
@@ -179,6 +180,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         out_counts=root / p.get("counts", "data/processed/ptx_counts.parquet"),
         out_failures=root / p.get("failures", "data/processed/ptx_failures.csv"),
         out_static=root / p.get("static", "data/processed/static_features.parquet"),
+        out_kernels=root / p.get("kernels", "data/processed/ptx_kernels.parquet"),
         batch=int(args.batch or p.get("batch", 1)),
         sources=args.sources or p.get("sources"),
         limit=args.limit if args.limit is not None else p.get("limit"),
@@ -230,7 +232,11 @@ def main(argv: list[str] | None = None) -> int:
             sp.add_argument("--arch", default="sm_86", help="CUDA arch, e.g. sm_86 (default)")
             sp.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
             sp.add_argument("--workdir", default=None, help="keep CUDA C, PTX and launch list here")
-            sp.add_argument("--per-kernel", action="store_true", help="include per-kernel counts")
+            sp.add_argument("--per-kernel", action="store_true",
+                            help="include one row per kernel launch site (operators, grid, block, calls, counts)")
+            sp.add_argument("--kernel-cache", default=None,
+                            help="reuse/extend this kernel cache (e.g. data/interim/ptx/kernels): kernels already "
+                                 "there are neither compiled nor counted again")
     tp = sub.add_parser("table", help="the DVC stage: counts for every measured CNN (params.yaml ptx:)")
     tp.add_argument("--batch", type=int, default=None, help="compiled batch size (default params ptx.batch)")
     tp.add_argument("--sources", nargs="*", default=None, help="model_source filter (timm, torchvision, ...)")

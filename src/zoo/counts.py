@@ -1,12 +1,12 @@
-"""Network-level executed PTX instruction counts: the PTX analyzer over every kernel launch of one inference."""
+"""Network-level executed PTX instruction counts of one PTX module: the analyzer over every launch of one inference.
+
+The stage counts through src/zoo/kernel_cache.py (each distinct kernel compiled and counted once); this
+whole-module path is the reference it is tested against."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from src.zoo.tvmgen import Launch
@@ -70,20 +70,3 @@ def count_network(ptx_text: str, launches: Iterable[Launch], source: str = "netw
         "count_seconds": time.perf_counter() - t0,
         "per_kernel": per_kernel,
     }
-
-
-def recount_artifacts(workdir: Path, result: dict[str, Any]) -> dict[str, Any]:
-    """Recount a cached model from its PTX and launch list (after an analyzer change); no TVM, no nvcc."""
-    launches = [Launch(x["kernel"], tuple(x["grid"]), tuple(x["block"]), int(x["calls"]), x.get("params") or {})
-                for x in json.loads((workdir / "launches.json").read_text())]
-    t0 = time.perf_counter()
-    by_ptx: dict[str, dict] = {}
-    for arch, c in result["by_arch"].items():
-        pa = c["ptx_arch"]
-        if pa not in by_ptx:
-            with gzip.open(workdir / f"{pa}.ptx.gz", "rt") as f:
-                by_ptx[pa] = count_network(f.read(), launches, source=f"{result['model']}:{pa}")
-        result["by_arch"][arch] = {**by_ptx[pa], "ptx_arch": pa,
-                                   "ptx_body_sha256_16": c.get("ptx_body_sha256_16")}
-    result["stage_seconds"]["recount"] = round(time.perf_counter() - t0, 3)
-    return result

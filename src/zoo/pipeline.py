@@ -5,35 +5,39 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from src.zoo.counts import count_network
+from src.zoo.kernel_cache import KernelCache, count_launches, split_cuda
 from src.zoo.resolve import Built, build
 from src.zoo.tvmgen import (
     TVM_TARGET_ARCH,
+    Launch,
     arch_number,
     compile_cuda,
-    cuda_to_ptx,
     ptx_arch_for,
     source_digest,
 )
 
 # Bump when a change alters counts (schedules, lowering, counting): cached rows of another version are redone.
-ZOO_VERSION = "1"
+ZOO_VERSION = "2"
 
 
 def ptx_features(source: str, name: str, input_size: int | None, batch: int, archs: list[str],
                  workdir: Path | None = None, built: Built | None = None,
-                 nvcc_archs: list[str] | None = None, build_seconds: float = 0.0) -> dict[str, Any]:
-    """Build, compile (TVM default GPU schedules), nvcc per arch, count every launch; optional artifacts.
+                 nvcc_archs: list[str] | None = None, build_seconds: float = 0.0,
+                 kernel_cache: Path | None = None) -> dict[str, Any]:
+    """Build, compile (TVM default GPU schedules), nvcc and count every launch through the kernel cache.
 
-    Returns {"by_arch": {arch: counts}, "seconds": wall time model -> counts, "stage_seconds": {...}}.
+    Returns {"by_arch": {arch: counts with `per_kernel`}, "seconds": wall time model -> counts, ...}.
     PTX is compiled once per distinct nvcc arch: by default each requested arch itself (below sm_75, which
     nvcc 13 lacks, sm_75); with `nvcc_archs`, only those, each requested arch taking the highest listed one
-    not above it (else the lowest). The arch actually compiled is reported as `ptx_arch`.
+    not above it (else the lowest). The arch actually compiled is reported as `ptx_arch`. Kernels already in
+    `kernel_cache` (default `<workdir>/kernels`, else a temporary folder) are neither compiled nor counted again
+    (src/zoo/kernel_cache.py).
     """
     pick = {a: choose_nvcc_arch(a, nvcc_archs) for a in archs}
     if batch < 1:
@@ -44,22 +48,10 @@ def ptx_features(source: str, name: str, input_size: int | None, batch: int, arc
     stage = {"build": time.perf_counter() - t0}
     compiled = compile_cuda(built, batch)
     stage.update(compiled.seconds)
-    by_ptx_arch: dict[str, dict] = {}
-    t = time.perf_counter()
-    ptx_archs = sorted(set(pick.values()), key=lambda a: int(a[3:]))
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        ptx_text = dict(zip(ptx_archs, pool.map(lambda a: cuda_to_ptx(compiled.cuda_source, a), ptx_archs),
-                            strict=True))
-    stage["nvcc"] = time.perf_counter() - t
-    t = time.perf_counter()
-    by_body: dict[str, dict] = {}
-    for pa in ptx_archs:
-        # PTX for different archs is often identical but for its header: count each distinct body once.
-        body = ptx_body_digest(ptx_text[pa])
-        if body not in by_body:
-            by_body[body] = count_network(ptx_text[pa], compiled.launches, source=f"{built.spec.name}:{pa}")
-        by_ptx_arch[pa] = {**by_body[body], "ptx_body_sha256_16": body}
-    stage["count"] = time.perf_counter() - t
+    with tempfile.TemporaryDirectory(prefix="zoo_kernels_") as tmp:
+        root = kernel_cache or (workdir / "kernels" if workdir is not None else Path(tmp))
+        by_ptx_arch, cache_stats = count_through_cache(KernelCache(root), compiled.cuda_source, compiled.launches,
+                                                       sorted(set(pick.values()), key=arch_number), stage)
     seconds = time.perf_counter() - t0
     result = {
         "source": built.spec.source,
@@ -73,12 +65,30 @@ def ptx_features(source: str, name: str, input_size: int | None, batch: int, arc
         "by_arch": {a: {**by_ptx_arch[pick[a]], "ptx_arch": pick[a]} for a in archs},
         "nvcc_archs": sorted(set(pick.values())),
         "non_kernel_calls": compiled.non_kernel_calls,
+        "kernel_cache": cache_stats,
         "seconds": seconds,
         "stage_seconds": {k: round(v, 3) for k, v in stage.items()},
     }
     if workdir is not None:
-        write_artifacts(workdir, compiled.cuda_source, compiled.launches_json(), ptx_text, result)
+        write_artifacts(workdir, compiled.cuda_source, compiled.launches_json(), result)
     return result
+
+
+def count_through_cache(cache: KernelCache, cuda_source: str, launches: list[Launch], ptx_archs: list[str],
+                        stage: dict[str, float] | None = None, refresh: bool = False
+                        ) -> tuple[dict[str, dict], dict[str, int]]:
+    """Split the CUDA C into kernels, nvcc the new ones per PTX arch, count every launch (cached per kernel)."""
+    stage = {} if stage is None else stage
+    t = time.perf_counter()
+    preamble, kernels = split_cuda(cuda_source)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda a: cache.compile(preamble, kernels, a), ptx_archs))
+    stage["nvcc"] = time.perf_counter() - t
+    t = time.perf_counter()
+    out = {pa: count_launches(cache, kernels, launches, pa, refresh=refresh) for pa in ptx_archs}
+    stage["count"] = time.perf_counter() - t
+    stats = {"distinct_kernels": len({k.digest for k in kernels}), **cache.stats}
+    return out, stats
 
 
 def choose_nvcc_arch(arch: str, nvcc_archs: list[str] | None) -> str:
@@ -98,16 +108,35 @@ def ptx_body_digest(ptx: str) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
-def write_artifacts(workdir: Path, cuda: str, launches_json: str, ptx: dict[str, str], result: dict) -> None:
-    """The bulky, regenerable part (CUDA C, PTX per arch, launch list) plus the result as JSON."""
+def write_artifacts(workdir: Path, cuda: str, launches_json: str, result: dict) -> None:
+    """The regenerable part of one model (CUDA C, launch list; its PTX lives in the kernel cache) and the result."""
     workdir.mkdir(parents=True, exist_ok=True)
     with gzip.open(workdir / "kernels.cu.gz", "wt") as f:
         f.write(cuda)
-    for arch, text in ptx.items():
-        with gzip.open(workdir / f"{arch}.ptx.gz", "wt") as f:
-            f.write(text)
     (workdir / "launches.json").write_text(launches_json)
     write_result(workdir, result)
+
+
+def read_artifacts(workdir: Path) -> tuple[str, list[Launch]]:
+    """(CUDA C, launch list) written by write_artifacts."""
+    with gzip.open(workdir / "kernels.cu.gz", "rt") as f:
+        cuda = f.read()
+    launches = [Launch(x["kernel"], tuple(x["grid"]), tuple(x["block"]), int(x["calls"]), x.get("params") or {})
+                for x in json.loads((workdir / "launches.json").read_text())]
+    return cuda, launches
+
+
+def recount_artifacts(workdir: Path, result: dict, kernel_cache: Path) -> dict:
+    """Recount a cached model from its CUDA C and launch list after an analyzer change: nvcc only for kernels
+    missing from the cache, every launch counted afresh; no TVM."""
+    cuda, launches = read_artifacts(workdir)
+    t0 = time.perf_counter()
+    ptx_archs = sorted({c["ptx_arch"] for c in result["by_arch"].values()}, key=arch_number)
+    by_ptx, stats = count_through_cache(KernelCache(kernel_cache), cuda, launches, ptx_archs, refresh=True)
+    result["by_arch"] = {a: {**by_ptx[c["ptx_arch"]], "ptx_arch": c["ptx_arch"]} for a, c in result["by_arch"].items()}
+    result["kernel_cache"] = stats
+    result["stage_seconds"]["recount"] = round(time.perf_counter() - t0, 3)
+    return result
 
 
 def write_result(workdir: Path, result: dict) -> None:

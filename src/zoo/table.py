@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from src.zoo.kernel_table import as_results, dedup_summary, finish, kernel_frame, network_from_kernels
 from src.zoo.names import ModelSpec, spec_for_measured
 from src.zoo.pipeline import choose_nvcc_arch
 from src.zoo.resolve import MissingFrameworkError
@@ -26,6 +27,8 @@ from src.zoo.resolve import MissingFrameworkError
 # Definition precedence when several measured sources share one model_key (the join key holds one row).
 SOURCE_PRIORITY = {"torchvision": 0, "timm": 1, "dlinfbench": 2, "tf_cnn_benchmarks": 3}
 MISSING_EXTRA = "missing_extra"
+# Shared by all models (and all stage shards): each distinct kernel's PTX and launch counts.
+KERNELS_DIR = "kernels"
 COUNT_COLUMNS = ("thread_instructions", "warp_instructions", "predicated_off", "kernels", "launches")
 
 
@@ -92,6 +95,7 @@ def select_targets(meas: pd.DataFrame, gpus: pd.DataFrame, sources: list[str] | 
 
 
 def _cached(path: Path, version: str, archs: list[str]) -> dict | None:
+    """A cached result (with its per-kernel counts) or failure of this zoo version covering `archs`."""
     if not path.exists():
         return None
     data = json.loads(path.read_text())
@@ -99,6 +103,11 @@ def _cached(path: Path, version: str, archs: list[str]) -> dict | None:
         return None
     if "by_arch" in data and not all(a in data["by_arch"] for a in archs):
         return None
+    per_kernel = path.parent / "per_kernel.json"
+    if "by_arch" in data and per_kernel.exists():
+        for arch, launches in json.loads(per_kernel.read_text()).items():
+            if arch in data["by_arch"]:
+                data["by_arch"][arch]["per_kernel"] = launches
     return data
 
 
@@ -119,10 +128,9 @@ def run_target(target: Target, batch: int, archs: list[str], cache: Path, versio
     static_path = cache / f"{target.slug}__static.json"
     static = json.loads(static_path.read_text()) if static_path.exists() else None
     if done is not None and recount:
-        from src.zoo.counts import recount_artifacts
-        from src.zoo.pipeline import write_result
+        from src.zoo.pipeline import recount_artifacts, write_result
 
-        done = recount_artifacts(work, done)
+        done = recount_artifacts(work, done, cache / KERNELS_DIR)
         write_result(work, done)
     if done is not None and static is not None:
         return done, static, None
@@ -142,7 +150,8 @@ def run_target(target: Target, batch: int, archs: list[str], cache: Path, versio
         if done is None:
             stage = "ptx"
             done = ptx_features(target.spec.source, target.spec.name, target.img_size, batch, archs,
-                                workdir=work, built=built, nvcc_archs=nvcc_archs, build_seconds=build_s)
+                                workdir=work, built=built, nvcc_archs=nvcc_archs, build_seconds=build_s,
+                                kernel_cache=cache / KERNELS_DIR)
         return done, static, None
     except MissingFrameworkError as exc:
         # Not the model's fault: this environment lacks the zoo extra. Reported as skipped, never cached.
@@ -289,11 +298,18 @@ def canonical(df: pd.DataFrame, keys: list[str], sort_columns: bool = True) -> p
     return df[cols].sort_values(cols, kind="mergesort", na_position="last").reset_index(drop=True)
 
 
-def _previous(counts: Path, failures: Path, static: Path, version: str) -> tuple[pd.DataFrame, ...]:
-    """The committed tables of an earlier run (rows of this zoo version only)."""
+# Network count rows of these zoo versions are carried for CNNs that have no per-kernel rows yet: version 1
+# compiled each model's CUDA C whole, version 2 compiles each distinct kernel alone; the counts are the same
+# (checked on every recomputed CNN, docs/zoo.md). Their rows keep their version, so they stay visible.
+LEGACY_COUNT_VERSIONS = ("1",)
+
+
+def _previous(counts: Path, failures: Path, static: Path, kernels: Path | None, version: str
+              ) -> tuple[pd.DataFrame, ...]:
+    """The committed tables of an earlier run (rows of this zoo version; legacy network rows, see above)."""
     c = pd.read_parquet(counts) if counts.exists() else pd.DataFrame()
     if len(c) and "zoo_version" in c.columns:
-        c = c.loc[c["zoo_version"].astype(str) == version]
+        c = c.loc[c["zoo_version"].astype(str).isin([version, *LEGACY_COUNT_VERSIONS])]
     else:
         c = pd.DataFrame()
     f = pd.read_csv(failures) if failures.exists() and failures.stat().st_size > 1 else pd.DataFrame()
@@ -302,7 +318,10 @@ def _previous(counts: Path, failures: Path, static: Path, version: str) -> tuple
     else:
         f = pd.DataFrame()
     st = pd.read_parquet(static) if static.exists() else pd.DataFrame()
-    return c, f, st
+    k = pd.read_parquet(kernels) if kernels is not None and kernels.exists() else pd.DataFrame()
+    if len(k):
+        k = k.loc[k["zoo_version"].astype(str) == version]
+    return c, f, st, k
 
 
 def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path, out_failures: Path,
@@ -310,7 +329,7 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
               version: str | None = None, retry_failed: bool = False, time_budget_s: float | None = None,
               offline_only: bool = False, model_timeout_s: float | None = 900.0,
               nvcc_archs: list[str] | None = None, shard: tuple[int, int] = (0, 1), recount: bool = False,
-              log=print) -> dict[str, Any]:
+              out_kernels: Path | None = None, log=print) -> dict[str, Any]:
     """The whole stage; returns a summary (counts, failures, median seconds per model)."""
     from tqdm import tqdm
 
@@ -325,9 +344,11 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
         targets = targets[shard[0]::shard[1]]
     archs = sorted({cc_to_arch(float(c)) for c in keys["compute_capability"].unique()})
     cache.mkdir(parents=True, exist_ok=True)
-    old_counts, old_fails, old_static = _previous(out_counts, out_failures, out_static, version)
+    old_counts, old_fails, old_static, old_kernels = _previous(out_counts, out_failures, out_static, out_kernels,
+                                                               version)
     results: list[tuple[Target, dict]] = []
-    carried: list[pd.DataFrame] = []
+    carried: list[pd.DataFrame] = []  # legacy network rows (no per-kernel rows yet)
+    carried_kernels: list[tuple[Target, pd.DataFrame]] = []
     statics: dict[str, dict] = {}
     failures: list[dict] = []
     skipped = 0
@@ -336,21 +357,29 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
     runner = _Runner(model_timeout_s)
     bar = tqdm(targets, desc="zoo ptx", unit="model")
     for t in bar:
+        legacy = pd.DataFrame()  # network rows of an older zoo version: replaced when this run can recompute
+        over_budget = time_budget_s is not None and time.perf_counter() - started > time_budget_s
         if t.spec is not None and not (cache / f"{t.slug}__b{batch}" / "result.json").exists():
             # A fresh clone has the committed tables but no cache: reuse their rows instead of recompiling.
+            prev_k = old_kernels.loc[(old_kernels["model_key"] == t.model_key)
+                                     & (old_kernels["img_size"] == t.img_size)] if len(old_kernels) else old_kernels
             prev = old_counts.loc[(old_counts["model_key"] == t.model_key)
                                   & (old_counts["img_size"] == t.img_size)] if len(old_counts) else old_counts
             prev_fail = old_fails.loc[(old_fails["model_key"] == t.model_key)
                                       & (old_fails["img_size"] == t.img_size)] if len(old_fails) else old_fails
-            if len(prev) or (len(prev_fail) and not retry_failed):
-                if len(prev):
+            if len(prev_k) == 0 and len(prev) and not (offline_only or over_budget):
+                legacy = prev  # recompute it (per-kernel rows); kept if this environment cannot
+            elif len(prev_k) or len(prev) or (len(prev_fail) and not retry_failed):
+                if len(prev_k):
+                    carried_kernels.append((t, prev_k))
+                elif len(prev):
                     carried.append(prev)
                 failures.extend(prev_fail.to_dict("records"))
                 if len(old_static) and t.model_key in set(old_static["model_key"]):
                     statics.setdefault(t.model_key,
                                        old_static.loc[old_static["model_key"] == t.model_key].iloc[0].to_dict())
                 continue
-            if offline_only:
+            elif offline_only:
                 skipped += 1
                 continue
         if t.spec is None:
@@ -360,7 +389,7 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
                              "reason": f"no timm/torchvision/keras definition for {t.model_source} model "
                                        f"{t.model!r}", "seconds": 0.0, "zoo_version": version})
             continue
-        if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
+        if over_budget:
             cached = (cache / f"{t.slug}__b{batch}" / "result.json").exists()
             if not cached:
                 skipped += 1
@@ -369,6 +398,10 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
         res, static, fail = runner.run(t, batch, archs, cache, version, retry_failed, nvcc_archs, recount)
         if static is not None and t.model_key not in statics:
             statics[t.model_key] = static_row(t, static)
+        if fail is not None and len(legacy):
+            carried.append(legacy)  # not recomputed (no zoo extra, or it failed now): the older rows stay
+            if fail["stage"] == MISSING_EXTRA:
+                continue
         if fail is not None and fail["stage"] == MISSING_EXTRA:
             missing_extra += 1
             if missing_extra == 1:
@@ -387,8 +420,16 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
                              "zoo_version": version})
             log(f"[zoo] {t.slug}: FAILED at {fail['stage']}: {fail['reason'][:160]}")
     runner.close()
-    classes, spaces = class_columns([r for _, r in results])
-    rows = [row for t, r in results for row in count_rows(t, r, keys, classes, spaces, nvcc_archs)]
+    # Per-kernel rows (computed now, cached, or carried from the committed table) -> network rows: the network
+    # table is always derived from the kernel table.
+    frames = [kernel_frame(t.model_key, t.img_size, r) for t, r in results] + [k for _, k in carried_kernels]
+    kernels = finish(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
+    derived = as_results(network_from_kernels(kernels)) if len(kernels) else {}
+    by_target = {(t.model_key, t.img_size): t for t, _ in results} | {(t.model_key, t.img_size): t
+                                                                      for t, _ in carried_kernels}
+    net_results = [(by_target[k], r) for k, r in derived.items()]
+    classes, spaces = class_columns([r for _, r in net_results])
+    rows = [row for t, r in net_results for row in count_rows(t, r, keys, classes, spaces, nvcc_archs)]
     counts = pd.concat([pd.DataFrame(rows), *carried], ignore_index=True) if carried else pd.DataFrame(rows)
     if not counts.empty:
         counts = counts.sort_values(["model_key", "img_size", "batch_size", "compute_capability"])
@@ -404,12 +445,17 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
     static_df = canonical(pd.DataFrame(list(statics.values())), ["model_key"])
     for path in (out_counts, out_failures, out_static):
         path.parent.mkdir(parents=True, exist_ok=True)
+    if out_kernels is not None:
+        out_kernels.parent.mkdir(parents=True, exist_ok=True)
+        kernels.to_parquet(out_kernels, index=False)
     counts.to_parquet(out_counts, index=False)
     fails.to_csv(out_failures, index=False)
     static_df.to_parquet(out_static, index=False)
     secs = [r["seconds"] for _, r in results]
     summary = {
-        "targets": len(targets), "computed_or_cached": len(results), "carried_from_table": len(carried),
+        "targets": len(targets), "computed_or_cached": len(results),
+        "carried_from_table": len(carried) + len(carried_kernels), "carried_network_only": len(carried),
+        "kernel_rows": len(kernels), "kernel_dedup": dedup_summary(kernels),
         "distinct_models_with_counts": int(counts["model_key"].nunique()) if len(counts) else 0,
         "failures": len(fails), "skipped_time_budget": skipped, "skipped_missing_extra": missing_extra,
         "count_rows": len(counts),

@@ -83,7 +83,8 @@ def test_cli_ptx_keras_mobilenet(tmp_path):
         assert key in out
     assert out["launches"] >= out["kernels"] > 20
     assert out["by_class"]["fma"] >= 0.9 * 1e6  # MobileNet at 96 px: ~105 M MACs; checked loosely here
-    assert (tmp_path / "w" / "sm_86.ptx.gz").exists() and (tmp_path / "w" / "launches.json").exists()
+    assert (tmp_path / "w" / "kernels.cu.gz").exists() and (tmp_path / "w" / "launches.json").exists()
+    assert list((tmp_path / "w" / "kernels" / "sm_86" / "ptx").glob("*.ptx.gz"))  # the kernel cache
 
 
 @pytest.mark.slow
@@ -104,7 +105,7 @@ def test_table_stage_incremental(tmp_path):
     meas.to_parquet(mp)
     gpus.to_parquet(gp)
     out = {"out_counts": tmp_path / "c.parquet", "out_failures": tmp_path / "f.csv",
-           "out_static": tmp_path / "s.parquet"}
+           "out_static": tmp_path / "s.parquet", "out_kernels": tmp_path / "k.parquet"}
     kw = {"measurements": mp, "gpus_path": gp, "nvcc_archs": ["sm_75"], "model_timeout_s": None, **out}
     s1 = run_table(cache=tmp_path / "cache", **kw)
     counts = pd.read_parquet(out["out_counts"])
@@ -119,6 +120,20 @@ def test_table_stage_incremental(tmp_path):
     assert b8["count_method"] == "proportional_b1" and b1["count_method"] == "compiled"
     assert fails.loc[0, "model_key"] == "foonet" and fails.loc[0, "stage"] == "resolve"
     assert pd.read_parquet(out["out_static"]).loc[0, "trainable_params"] == 4_231_976
+    # The network rows are the per-kernel rows (counts of one call) x calls, summed, exactly.
+    k = pd.read_parquet(out["out_kernels"])
+    assert set(k["nvcc_arch"]) == {"sm_75"} and (k["calls"] >= 1).all()
+    assert k["operators"].str.contains("conv2d").any() and k["kernel_digest"].str.len().eq(20).all()
+    for col in ["thread_instructions", "warp_instructions", "predicated_off",
+                *[c for c in k.columns if c.startswith(("class_", "bytes_"))]]:
+        net = f"ptx_{col}"
+        if net in counts.columns:
+            assert b1[net] == (k[col] * k["calls"]).sum(), col
+            assert b8[net] == 8 * (k[col] * k["calls"]).sum(), col
+        else:  # a class no kernel executes is dropped from the network table
+            assert (k[col] == 0).all(), col
+    assert b1["ptx_launches"] == k["calls"].sum() and b1["ptx_kernels"] == k["kernel"].nunique()
+    assert s1["kernel_dedup"]["distinct_kernels"] <= s1["kernel_dedup"]["launch_sites"]
     # Rerun: everything comes from the cache; a fresh clone (no cache) reuses the committed tables.
     s2 = run_table(cache=tmp_path / "cache", **kw)
     assert s2["computed_or_cached"] == 1
@@ -128,8 +143,9 @@ def test_table_stage_incremental(tmp_path):
     recounted = json.loads(next((tmp_path / "cache").glob("*__b1/result.json")).read_text())
     assert "recount" in recounted["stage_seconds"]
     s3 = run_table(cache=tmp_path / "no_cache", offline_only=True, **kw)
-    assert s3["carried_from_table"] == 1 and s3["count_rows"] == 3
+    assert s3["carried_from_table"] == 1 and s3["count_rows"] == 3 and s3["carried_network_only"] == 0
     pd.testing.assert_frame_equal(pd.read_parquet(out["out_counts"]), counts, check_like=True)
+    pd.testing.assert_frame_equal(pd.read_parquet(out["out_kernels"]), k, check_like=True)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="onnx not installed (zoo extra)")
