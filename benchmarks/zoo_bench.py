@@ -5,9 +5,12 @@ Two modes:
   python benchmarks/zoo_bench.py --run keras:ResNet50 torchvision:resnet18 --arch sm_86
                                                      # time fresh runs now (build, export, TVM, nvcc, count)
 Protocol: wall-clock of one process doing build -> torch.export -> Relax -> dlight schedules -> lowering ->
-nvcc (one PTX arch unless several are asked) -> PTX analyzer over every launch, batch 1. The cached timings
-were taken by the stage running under `nice -n 10` on a 2-core machine shared with other jobs, so they are
-upper bounds for an idle machine. Results are printed and, with --out, written as JSON.
+nvcc of the kernels not yet in the kernel cache (one PTX arch unless several are asked) -> PTX analyzer over
+every launch not yet counted, batch 1. The cached timings were taken by the stage under `nice` on a 2-core machine
+running two models at a time, so they are upper bounds for an idle machine. The summary also gives how much the
+kernel cache saved: kernels each model needed vs kernels nvcc compiled, and (from ptx_kernels.parquet) distinct
+kernels over launch sites and launches across all CNNs. Printed, written to reports/bench/zoo_bench.json and
+logged as an MLflow run (experiment cnnperf-bench) unless --no-mlflow.
 """
 
 from __future__ import annotations
@@ -26,12 +29,20 @@ def summarise_cache(cache: Path) -> dict:
     rows = []
     for path in sorted(cache.glob("*__b*/result.json")):
         r = json.loads(path.read_text())
+        kc = r.get("kernel_cache", {})
         rows.append({"model": f"{r['source']}:{r['model']}@{r['img_size']}", "seconds": r["seconds"],
-                     "nvcc_archs": len(r.get("nvcc_archs", [])) or None, **r["stage_seconds"]})
+                     "nvcc_archs": len(r.get("nvcc_archs", [])) or None, **r["stage_seconds"],
+                     "kernels_needed": kc.get("distinct_kernels"), "kernels_compiled": kc.get("nvcc_kernels"),
+                     "launches_counted": kc.get("counted"), "launches_reused": kc.get("counts_reused")})
     if not rows:
         raise SystemExit(f"no results under {cache} (run `python -m src.zoo table` first)")
     secs = sorted(x["seconds"] for x in rows)
-    stages = sorted({k for x in rows for k in x if k not in ("model", "seconds", "nvcc_archs")})
+    extra = ("model", "seconds", "nvcc_archs", "kernels_needed", "kernels_compiled", "launches_counted",
+             "launches_reused")
+    stages = sorted({k for x in rows for k in x if k not in extra})
+    with_cache = [x for x in rows if x["kernels_needed"] is not None]
+    needed = sum(x["kernels_needed"] for x in with_cache)
+    compiled = sum(x["kernels_compiled"] for x in with_cache)
     out = {
         "models": len(rows),
         "median_s": statistics.median(secs),
@@ -40,9 +51,23 @@ def summarise_cache(cache: Path) -> dict:
         "min_s": secs[0],
         "max_s": secs[-1],
         "median_stage_s": {k: statistics.median(x.get(k, 0.0) for x in rows) for k in stages},
+        "kernel_cache": {"models": len(with_cache), "kernels_needed": needed, "kernels_compiled": compiled,
+                         "compiled_over_needed": compiled / needed if needed else None,
+                         "models_compiling_nothing": sum(1 for x in with_cache if x["kernels_compiled"] == 0)},
         "slowest": sorted(rows, key=lambda x: -x["seconds"])[:5],
     }
     return out
+
+
+def kernel_table_summary(path: Path) -> dict:
+    import pandas as pd
+
+    from src.zoo.kernel_table import dedup_summary
+
+    if not path.exists():
+        return {}
+    k = pd.read_parquet(path)
+    return {"cnns": int(k[["model_key", "img_size"]].drop_duplicates().shape[0]), **dedup_summary(k)}
 
 
 def run_fresh(specs: list[str], arch: str, batch: int) -> dict:
@@ -69,13 +94,26 @@ def main() -> int:
     ap.add_argument("--run", nargs="*", default=None, help="source:model to time now (e.g. keras:ResNet50)")
     ap.add_argument("--arch", default="sm_86")
     ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--out", default=None, help="write the result as JSON here")
+    ap.add_argument("--kernels", default="data/processed/ptx_kernels.parquet", help="the per-kernel table")
+    ap.add_argument("--out", default="reports/bench/zoo_bench.json", help="write the result as JSON here")
+    ap.add_argument("--no-mlflow", action="store_true")
     args = ap.parse_args()
-    result = run_fresh(args.run, args.arch, args.batch) if args.run else summarise_cache(Path(args.cache))
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    if args.run:
+        result = run_fresh(args.run, args.arch, args.batch)
+    else:
+        result = {**summarise_cache(Path(args.cache)), "kernel_table": kernel_table_summary(Path(args.kernels))}
+    print(json.dumps(result, indent=1))
+    from omegaconf import OmegaConf
+
+    from src.config import compose
+    from src.tracking import record_benchmark
+
+    metrics = {k: float(v) for k, v in result.items() if isinstance(v, int | float)}
+    metrics.update({f"kernel_table_{k}": float(v) for k, v in result.get("kernel_table", {}).items()
+                    if isinstance(v, int | float)})
+    mlflow_cfg = None if args.no_mlflow else OmegaConf.to_container(compose([]), resolve=True)["mlflow"]
+    record_benchmark(result, Path(args.out), mlflow_cfg, "benchmark/zoo", {"mode": "run" if args.run else "cache"},
+                     metrics)
     return 0
 
 

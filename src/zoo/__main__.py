@@ -181,6 +181,7 @@ def cmd_table(args: argparse.Namespace) -> int:
         out_failures=root / p.get("failures", "data/processed/ptx_failures.csv"),
         out_static=root / p.get("static", "data/processed/static_features.parquet"),
         out_kernels=root / p.get("kernels", "data/processed/ptx_kernels.parquet"),
+        extra_batches=[int(b) for b in (p.get("extra_batches") or [])],
         batch=int(args.batch or p.get("batch", 1)),
         sources=args.sources or p.get("sources"),
         limit=args.limit if args.limit is not None else p.get("limit"),

@@ -79,13 +79,15 @@ def network_from_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
     return net.reset_index()
 
 
-def as_results(net: pd.DataFrame) -> dict[tuple[str, int], dict[str, Any]]:
-    """Network rows in the shape of a stage result ({"by_arch": {nvcc arch: totals}}), keyed by (CNN, size)."""
+def as_results(net: pd.DataFrame) -> dict[tuple[str, int], dict[int, dict[str, Any]]]:
+    """Network rows in the shape of stage results ({"by_arch": {nvcc arch: totals}}), keyed by (CNN, size) and
+    then by compiled batch size."""
     classes = [c for c in net.columns if c.startswith("class_")]
     spaces = [c for c in net.columns if c.startswith("bytes_")]
-    out: dict[tuple[str, int], dict[str, Any]] = {}
+    out: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
     for r in net.to_dict("records"):
-        res = out.setdefault((r["model_key"], int(r["img_size"])), {
+        by_batch = out.setdefault((r["model_key"], int(r["img_size"])), {})
+        res = by_batch.setdefault(int(r["batch_size"]), {
             "source": r["zoo_source"], "model": r["zoo_model"], "batch_size": int(r["batch_size"]),
             "seconds": float(r["zoo_seconds"]), "zoo_version": r["zoo_version"], "by_arch": {}})
         res["by_arch"][r["nvcc_arch"]] = {
@@ -104,7 +106,7 @@ def dedup_summary(kernels: pd.DataFrame) -> dict[str, Any]:
     distinct = int(kernels[["nvcc_arch", "kernel_digest"]].drop_duplicates().shape[0])
     geometries = int(kernels[["nvcc_arch", "kernel_digest", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
                               "block_z"]].drop_duplicates().shape[0])
-    per_model = kernels.groupby(["model_key", "img_size", "nvcc_arch"])["kernel_digest"].nunique().sum()
+    per_model = kernels.groupby(["model_key", "img_size", "batch_size", "nvcc_arch"])["kernel_digest"].nunique().sum()
     return {"launch_sites": sites, "launches": int(kernels["calls"].sum()), "distinct_kernels": distinct,
             "distinct_kernel_launches": geometries, "kernels_summed_per_model": int(per_model),
             "distinct_over_per_model": distinct / per_model if per_model else float("nan"),

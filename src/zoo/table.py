@@ -183,17 +183,33 @@ def _col(name: str) -> str:
     return re.sub(r"[^0-9a-zA-Z]+", "_", name).strip("_").lower()
 
 
-def count_rows(target: Target, result: dict, keys: pd.DataFrame, classes: list[str],
+def compiled_batch_for(measured: int, compiled: list[int]) -> int:
+    """The compiled batch whose counts stand for a measured batch: the largest compiled one not above it (per-sample
+    counts fall as tiles fill with batch and level off, docs/zoo.md), else the smallest."""
+    below = [c for c in compiled if c <= measured]
+    return max(below) if below else min(compiled)
+
+
+def batches_needed(target: Target, keys: pd.DataFrame, buckets: list[int]) -> list[int]:
+    """The extra compiled batch sizes (of `buckets`) that some measured batch of this target would use."""
+    mine = keys.loc[(keys["model_key"] == target.model_key) & (keys["img_size"] == target.img_size), "batch_size"]
+    compiled = sorted({1, *buckets})
+    return sorted({compiled_batch_for(int(b), compiled) for b in mine.unique()} - {1})
+
+
+def count_rows(target: Target, results: dict[int, dict], keys: pd.DataFrame, classes: list[str],
                spaces: list[str], nvcc_archs: list[str] | None = None) -> list[dict]:
     """One row per measured (batch size, compute capability) of this target.
 
-    Counts are compiled at `result['batch_size']`; other batch sizes are scaled proportionally
-    (count_method 'proportional_b<compiled>'), which docs/zoo.md quantifies against compiled counts.
+    `results` holds the counts compiled at one or more batch sizes; each measured batch takes the largest
+    compiled batch not above it and scales proportionally from it (count_method 'proportional_b<compiled>';
+    'compiled' when they are equal). docs/zoo.md gives the error of the proportional rule.
     """
     mine = keys.loc[(keys["model_key"] == target.model_key) & (keys["img_size"] == target.img_size)]
     rows = []
-    b0 = int(result["batch_size"])
     for batch, cc in mine[["batch_size", "compute_capability"]].drop_duplicates().itertuples(index=False):
+        b0 = compiled_batch_for(int(batch), sorted(results))
+        result = results[b0]
         arch = cc_to_arch(float(cc))
         # The same PTX arch rule for every model, also for results cached with more archs than now asked.
         want = choose_nvcc_arch(arch, nvcc_archs)
@@ -329,7 +345,8 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
               version: str | None = None, retry_failed: bool = False, time_budget_s: float | None = None,
               offline_only: bool = False, model_timeout_s: float | None = 900.0,
               nvcc_archs: list[str] | None = None, shard: tuple[int, int] = (0, 1), recount: bool = False,
-              out_kernels: Path | None = None, log=print) -> dict[str, Any]:
+              out_kernels: Path | None = None, extra_batches: list[int] | tuple[int, ...] = (),
+              log=print) -> dict[str, Any]:
     """The whole stage; returns a summary (counts, failures, median seconds per model)."""
     from tqdm import tqdm
 
@@ -352,6 +369,8 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
     statics: dict[str, dict] = {}
     failures: list[dict] = []
     skipped = 0
+    skipped_batches = 0
+    batch_failures: list[dict] = []
     missing_extra = 0
     started = time.perf_counter()
     runner = _Runner(model_timeout_s)
@@ -419,16 +438,38 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
                              "reason": fail["reason"], "seconds": float(fail["seconds"]),
                              "zoo_version": version})
             log(f"[zoo] {t.slug}: FAILED at {fail['stage']}: {fail['reason'][:160]}")
+    # Extra compiled batch sizes (`extra_batches`) for targets whose measured batches use them.
+    extra: list[tuple[Target, dict]] = []
+    carried_batches = {(t.model_key, t.img_size): set(k["batch_size"].astype(int)) for t, k in carried_kernels}
+    for t in tqdm([t for t, _ in results] + [t for t, _ in carried_kernels], desc="zoo ptx extra batches",
+                  unit="model", disable=not extra_batches):
+        for b in batches_needed(t, keys, list(extra_batches)):
+            if b in carried_batches.get((t.model_key, t.img_size), set()):
+                continue
+            cached = (cache / f"{t.slug}__b{b}" / "result.json").exists()
+            over = time_budget_s is not None and time.perf_counter() - started > time_budget_s
+            if not cached and (offline_only or over):
+                skipped_batches += 1
+                continue
+            res, _static, fail = runner.run(t, b, archs, cache, version, retry_failed, nvcc_archs, recount)
+            if res is not None:
+                extra.append((t, res))
+            elif fail is not None and fail["stage"] != MISSING_EXTRA:
+                log(f"[zoo] {t.slug} batch {b}: FAILED at {fail['stage']}: {fail['reason'][:160]} "
+                    "(its rows scale from a smaller compiled batch)")
+                batch_failures.append({"model_key": t.model_key, "img_size": t.img_size, "batch_size": b,
+                                       "stage": fail["stage"], "reason": fail["reason"]})
     runner.close()
     # Per-kernel rows (computed now, cached, or carried from the committed table) -> network rows: the network
     # table is always derived from the kernel table.
-    frames = [kernel_frame(t.model_key, t.img_size, r) for t, r in results] + [k for _, k in carried_kernels]
+    frames = ([kernel_frame(t.model_key, t.img_size, r) for t, r in results + extra]
+              + [k for _, k in carried_kernels])
     kernels = finish(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
     derived = as_results(network_from_kernels(kernels)) if len(kernels) else {}
     by_target = {(t.model_key, t.img_size): t for t, _ in results} | {(t.model_key, t.img_size): t
                                                                       for t, _ in carried_kernels}
     net_results = [(by_target[k], r) for k, r in derived.items()]
-    classes, spaces = class_columns([r for _, r in net_results])
+    classes, spaces = class_columns([r for _, by_b in net_results for r in by_b.values()])
     rows = [row for t, r in net_results for row in count_rows(t, r, keys, classes, spaces, nvcc_archs)]
     counts = pd.concat([pd.DataFrame(rows), *carried], ignore_index=True) if carried else pd.DataFrame(rows)
     if not counts.empty:
@@ -458,6 +499,9 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
         "kernel_rows": len(kernels), "kernel_dedup": dedup_summary(kernels),
         "distinct_models_with_counts": int(counts["model_key"].nunique()) if len(counts) else 0,
         "failures": len(fails), "skipped_time_budget": skipped, "skipped_missing_extra": missing_extra,
+        "extra_batches": sorted(extra_batches), "extra_batch_results": len(extra),
+        "extra_batches_skipped": skipped_batches, "extra_batch_failures": batch_failures,
+        "count_methods": counts["count_method"].value_counts().to_dict() if "count_method" in counts else {},
         "count_rows": len(counts),
         "static_rows": len(static_df), "archs": archs,
         "median_seconds_per_model": float(pd.Series(secs).median()) if secs else math.nan,

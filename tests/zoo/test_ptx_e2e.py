@@ -146,6 +146,13 @@ def test_table_stage_incremental(tmp_path):
     assert s3["carried_from_table"] == 1 and s3["count_rows"] == 3 and s3["carried_network_only"] == 0
     pd.testing.assert_frame_equal(pd.read_parquet(out["out_counts"]), counts, check_like=True)
     pd.testing.assert_frame_equal(pd.read_parquet(out["out_kernels"]), k, check_like=True)
+    # Measured batch 8 compiled at 8 (ptx.extra_batches) instead of scaled from batch 1.
+    s4 = run_table(cache=tmp_path / "cache", extra_batches=[8], **kw)
+    assert s4["extra_batch_results"] == 1 and s4["count_methods"] == {"compiled": 3}
+    k8 = pd.read_parquet(out["out_kernels"]).query("batch_size == 8")
+    c8 = pd.read_parquet(out["out_counts"]).query("batch_size == 8").iloc[0]
+    assert c8["ptx_thread_instructions"] == (k8["thread_instructions"] * k8["calls"]).sum()
+    assert c8["ptx_thread_instructions"] != b8["ptx_thread_instructions"]  # not exactly linear
 
 
 @pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="onnx not installed (zoo extra)")

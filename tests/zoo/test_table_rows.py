@@ -7,7 +7,7 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from src.zoo.table import Target, count_rows, select_targets
+from src.zoo.table import Target, batches_needed, compiled_batch_for, count_rows, select_targets
 
 
 def _meas() -> pd.DataFrame:
@@ -54,14 +54,28 @@ def test_count_rows_scale_and_arch_rule():
                          "compute_capability": [8.6, 8.6, 12.0]})
     # A result cached with an exact sm_120 PTX still follows the stage's rule nvcc_archs=[sm_75].
     res = _result({"sm_86": "sm_75", "sm_120": "sm_120"})
-    rows = count_rows(t, res, keys, ["fma", "integer"], ["load.global"], nvcc_archs=["sm_75"])
+    rows = count_rows(t, {1: res}, keys, ["fma", "integer"], ["load.global"], nvcc_archs=["sm_75"])
     by = {(r["batch_size"], r["arch"]): r for r in rows}
     assert by[(1, "sm_86")]["ptx_thread_instructions"] == 100 and by[(1, "sm_86")]["count_method"] == "compiled"
     assert by[(32, "sm_86")]["ptx_thread_instructions"] == 3200
     assert by[(32, "sm_86")]["ptx_kernels"] == 3 and by[(32, "sm_86")]["ptx_bytes_load_global"] == 32 * 400
     assert by[(32, "sm_120")]["nvcc_arch"] == "sm_75" and by[(32, "sm_120")]["ptx_thread_instructions"] == 3200
-    exact = count_rows(t, res, keys, [], [], nvcc_archs=None)
+    exact = count_rows(t, {1: res}, keys, [], [], nvcc_archs=None)
     assert {r["nvcc_arch"] for r in exact if r["arch"] == "sm_120"} == {"sm_120"}
+
+
+def test_measured_batches_take_the_largest_compiled_batch_not_above_them():
+    assert [compiled_batch_for(b, [1, 32]) for b in (1, 8, 31, 32, 256)] == [1, 1, 1, 32, 32]
+    t = Target("resnet50", "resnet50", "torchvision", 224, 3, None)
+    keys = pd.DataFrame({"model_key": ["resnet50"] * 4, "img_size": [224] * 4, "batch_size": [1, 16, 64, 256],
+                         "compute_capability": [8.6] * 4})
+    assert batches_needed(t, keys, [32, 128, 512]) == [32, 128]  # nothing measured at or above 512
+    b32 = {**_result({"sm_86": "sm_75"}), "batch_size": 32}
+    b32["by_arch"]["sm_86"]["thread_instructions"] = 2900  # per-sample counts fall as tiles fill up
+    rows = {r["batch_size"]: r for r in count_rows(t, {1: _result({"sm_86": "sm_75"}), 32: b32}, keys, [], [])}
+    assert rows[16]["ptx_thread_instructions"] == 1600 and rows[16]["count_method"] == "proportional_b1"
+    assert rows[64]["ptx_thread_instructions"] == 5800 and rows[64]["count_method"] == "proportional_b32"
+    assert rows[256]["ptx_thread_instructions"] == 2900 * 8
 
 
 @pytest.mark.skipif(importlib.util.find_spec("timm") is not None, reason="needs an environment without timm")
