@@ -139,6 +139,27 @@ def recount_artifacts(workdir: Path, result: dict, kernel_cache: Path) -> dict:
     return result
 
 
+def repick_archs(workdir: Path, result: dict, archs: list[str], nvcc_archs: list[str] | None,
+                 kernel_cache: Path) -> tuple[dict, bool]:
+    """A cached result re-pointed to the PTX archs the current rule picks for `archs` (params ptx.nvcc_archs
+    changed): PTX archs it lacks are compiled from the stored CUDA C and launch list, nvcc and counting only the
+    kernels the cache lacks, no TVM. Returns (result, changed)."""
+    pick = {a: choose_nvcc_arch(a, nvcc_archs) for a in archs}
+    have = {c["ptx_arch"]: c for c in result["by_arch"].values()}
+    if all(result["by_arch"].get(a, {}).get("ptx_arch") == pa for a, pa in pick.items()):
+        return result, False
+    missing = sorted(set(pick.values()) - set(have), key=arch_number)
+    if missing:
+        cuda, launches = read_artifacts(workdir)
+        t0 = time.perf_counter()
+        by_ptx, _stats = count_through_cache(KernelCache(kernel_cache), cuda, launches, missing)
+        have.update(by_ptx)
+        result["stage_seconds"]["repick_archs"] = round(time.perf_counter() - t0, 3)
+    result["by_arch"] = {a: {**have[pa], "ptx_arch": pa} for a, pa in pick.items()}
+    result["nvcc_archs"] = sorted(set(pick.values()), key=arch_number)
+    return result, True
+
+
 def write_result(workdir: Path, result: dict) -> None:
     """result.json (network counts per arch) and per_kernel.json (counts of every launch)."""
     slim = {**result, "by_arch": {a: {k: v for k, v in c.items() if k != "per_kernel"}

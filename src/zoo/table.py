@@ -127,11 +127,14 @@ def run_target(target: Target, batch: int, archs: list[str], cache: Path, versio
     done = _cached(work / "result.json", version, archs)
     static_path = cache / f"{target.slug}__static.json"
     static = json.loads(static_path.read_text()) if static_path.exists() else None
-    if done is not None and recount:
-        from src.zoo.pipeline import recount_artifacts, write_result
+    if done is not None:
+        from src.zoo.pipeline import recount_artifacts, repick_archs, write_result
 
-        done = recount_artifacts(work, done, cache / KERNELS_DIR)
-        write_result(work, done)
+        done, changed = repick_archs(work, done, archs, nvcc_archs, cache / KERNELS_DIR)
+        if recount:
+            done = recount_artifacts(work, done, cache / KERNELS_DIR)
+        if changed or recount:
+            write_result(work, done)
     if done is not None and static is not None:
         return done, static, None
     failed = _cached(work / "failure.json", version, archs)
@@ -213,9 +216,9 @@ def count_rows(target: Target, results: dict[int, dict], keys: pd.DataFrame, cla
         arch = cc_to_arch(float(cc))
         # The same PTX arch rule for every model, also for results cached with more archs than now asked.
         want = choose_nvcc_arch(arch, nvcc_archs)
-        c = next((v for v in result["by_arch"].values() if v["ptx_arch"] == want), result["by_arch"].get(arch))
-        if c is None:
-            continue
+        have = {v["ptx_arch"]: v for v in result["by_arch"].values()}
+        # Counts carried from a table built with other nvcc archs: the nearest PTX arch it has (column nvcc_arch).
+        c = have.get(want) or have[choose_nvcc_arch(arch, sorted(have))]
         f = int(batch) / b0
         row: dict[str, Any] = {
             "model_key": target.model_key, "img_size": target.img_size, "batch_size": int(batch),

@@ -153,6 +153,13 @@ def test_table_stage_incremental(tmp_path):
     c8 = pd.read_parquet(out["out_counts"]).query("batch_size == 8").iloc[0]
     assert c8["ptx_thread_instructions"] == (k8["thread_instructions"] * k8["calls"]).sum()
     assert c8["ptx_thread_instructions"] != b8["ptx_thread_instructions"]  # not exactly linear
+    # ptx.nvcc_archs grows by sm_120: cached models get that PTX from their stored CUDA C (no TVM run).
+    run_table(cache=tmp_path / "cache", extra_batches=[8], **{**kw, "nvcc_archs": ["sm_75", "sm_120"]})
+    c = pd.read_parquet(out["out_counts"])
+    assert dict(zip(c["arch"], c["nvcc_arch"], strict=True)) == {"sm_86": "sm_75", "sm_120": "sm_120"}
+    assert set(pd.read_parquet(out["out_kernels"])["nvcc_arch"]) == {"sm_75", "sm_120"}
+    assert "repick_archs" in json.loads(next((tmp_path / "cache").glob("*__b1/result.json")).read_text())[
+        "stage_seconds"]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="onnx not installed (zoo extra)")
