@@ -18,6 +18,8 @@ import pandas as pd
 KEY = ["model_key", "img_size", "batch_size", "nvcc_arch"]
 SUMMED = ("thread_instructions", "warp_instructions", "predicated_off")
 META = ("zoo_source", "zoo_model", "zoo_seconds", "zoo_version")
+DESCRIBE = ("order", "kernel", "kernel_digest", "operators", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
+            "block_z", "calls", "estimate")
 
 
 def column(name: str) -> str:
@@ -59,7 +61,10 @@ def finish(kernels: pd.DataFrame) -> pd.DataFrame:
         return kernels
     counted = [c for c in kernels.columns if c.startswith(("class_", "bytes_")) or c in SUMMED]
     kernels[counted] = kernels[counted].fillna(0).astype("int64")
-    return kernels.sort_values([*KEY, "order"], kind="mergesort").reset_index(drop=True)
+    # One column order whatever order rows were computed or carried in: the same rows write the same bytes.
+    cols = [*KEY, *DESCRIBE, *SUMMED, *sorted(c for c in counted if c.startswith("class_")),
+            *sorted(c for c in counted if c.startswith("bytes_")), *META]
+    return kernels[cols].sort_values([*KEY, "order"], kind="mergesort").reset_index(drop=True)
 
 
 def network_from_kernels(kernels: pd.DataFrame) -> pd.DataFrame:

@@ -491,7 +491,7 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
         path.parent.mkdir(parents=True, exist_ok=True)
     if out_kernels is not None:
         out_kernels.parent.mkdir(parents=True, exist_ok=True)
-        kernels.to_parquet(out_kernels, index=False)
+        kernels.to_parquet(out_kernels, index=False, compression="zstd")
     counts.to_parquet(out_counts, index=False)
     fails.to_csv(out_failures, index=False)
     static_df.to_parquet(out_static, index=False)
