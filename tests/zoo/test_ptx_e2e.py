@@ -75,7 +75,7 @@ def test_ptx_body_same_for_turing_and_ampere(tiny_b1):
 @pytest.mark.skipif(not HAS_KERAS, reason="Keras not installed (zoo extra)")
 def test_cli_ptx_keras_mobilenet(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "src.zoo", "ptx", "--source", "keras", "--model", "MobileNet",
-                           "--input-size", "96", "--arch", "sm_86", "--batch", "1", "--json",
+                           "--input-size", "96", "--arch", "sm_86", "--batch", "1", "--json", "--per-kernel",
                            "--workdir", str(tmp_path / "w")], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -83,6 +83,11 @@ def test_cli_ptx_keras_mobilenet(tmp_path):
         assert key in out
     assert out["launches"] >= out["kernels"] > 20
     assert out["by_class"]["fma"] >= 0.9 * 1e6  # MobileNet at 96 px: ~105 M MACs; checked loosely here
+    rows = out["per_kernel"]  # one row per launch site: counts of one call, x calls = the network totals
+    assert len(rows) >= out["kernels"] and sum(r["calls"] for r in rows) == out["launches"]
+    assert sum(r["thread_instructions"] * r["calls"] for r in rows) == out["thread_instructions"]
+    assert sum(r["by_class"].get("fma", 0) * r["calls"] for r in rows) == out["by_class"]["fma"]
+    assert {"operators", "grid", "block", "kernel_digest", "bytes_by_space"} <= set(rows[0])
     assert (tmp_path / "w" / "kernels.cu.gz").exists() and (tmp_path / "w" / "launches.json").exists()
     assert list((tmp_path / "w" / "kernels" / "sm_86" / "ptx").glob("*.ptx.gz"))  # the kernel cache
 
