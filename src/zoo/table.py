@@ -441,6 +441,12 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
                              "reason": fail["reason"], "seconds": float(fail["seconds"]),
                              "zoo_version": version})
             log(f"[zoo] {t.slug}: FAILED at {fail['stage']}: {fail['reason'][:160]}")
+    # A committed static row stays for a target this run did not (re)compute (no zoo extra, time budget, a model
+    # interrupted before its result): static features do not depend on the PTX path.
+    if len(old_static):
+        keep = {t.model_key for t in targets} - set(statics)
+        for row in old_static.loc[old_static["model_key"].isin(keep)].to_dict("records"):
+            statics.setdefault(row["model_key"], row)
     # Extra compiled batch sizes (`extra_batches`) for targets whose measured batches use them.
     extra: list[tuple[Target, dict]] = []
     carried_batches = {(t.model_key, t.img_size): set(k["batch_size"].astype(int)) for t, k in carried_kernels}

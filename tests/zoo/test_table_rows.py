@@ -84,7 +84,11 @@ def test_missing_extra_is_skipped_not_a_failure(tmp_path):
 
     _meas().iloc[[2]].to_parquet(tmp_path / "m.parquet")  # one timm CNN
     _gpus().to_parquet(tmp_path / "g.parquet")
+    # Its static row from an earlier run (committed table) stays although nothing is recomputed now.
+    pd.DataFrame({"model_key": ["resnet50"], "static_img_size": [224], "gmacs": [4.1]}).to_parquet(
+        tmp_path / "s.parquet", index=False)
     s = run_table(tmp_path / "m.parquet", tmp_path / "g.parquet", tmp_path / "cache", tmp_path / "c.parquet",
                   tmp_path / "f.csv", tmp_path / "s.parquet", model_timeout_s=None, log=lambda _m: None)
     assert s["skipped_missing_extra"] == 1 and s["failures"] == 0
     assert not list((tmp_path / "cache").rglob("failure.json"))
+    assert pd.read_parquet(tmp_path / "s.parquet")["gmacs"].tolist() == [4.1]
