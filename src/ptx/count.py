@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from src.ptx.cfg import Program, build_program
-from src.ptx.driver import Runner, run_launch
+from src.ptx.driver import LANES_PER_CHUNK, Runner, run_launch
 from src.ptx.errors import AnalysisError
 from src.ptx.isa import BYTES_KEYS, CLASSES
 from src.ptx.syntax import PtxModule
@@ -48,6 +48,8 @@ class LaunchCounts:
     seconds: float
     bounds: dict[str, dict] | None = None
     notes: list[str] = field(default_factory=list)
+    # Share of the grid's blocks evaluated (1.0 = all; less = counts scaled from a stratified sample of blocks).
+    block_fraction: float = 1.0
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -155,7 +157,8 @@ def program_for(module: PtxModule, kernel: str) -> Program:
     return prog
 
 
-def count_launch(module: PtxModule, kernel: str, grid, block, params=None, policy: str = "error") -> LaunchCounts:
+def count_launch(module: PtxModule, kernel: str, grid, block, params=None, policy: str = "error",
+                 max_lanes: int | None = None) -> LaunchCounts:
     """Executed-instruction counts of one launch of `kernel` (see LaunchCounts for the definitions).
 
     params: scalar parameter values by PTX name, by index, or as a positional list; pointer parameters
@@ -163,12 +166,21 @@ def count_launch(module: PtxModule, kernel: str, grid, block, params=None, polic
     policy for branches that depend on unknown data: 'error' (raise UnresolvedBranchError), 'bounds'
     (main figures = lower run, `bounds` holds both extremes: every unresolved guard false / true),
     'taken', 'not_taken', or 'probability:P' (each lane takes it with probability P, seeded).
+    max_lanes: evaluate at most about this many lanes (threads) and scale the rest of the grid from a stratified
+    sample of its blocks (driver.chunk_plan; the first and last blocks always evaluated); None = every block.
+    Work grows with the lanes evaluated, so this bounds the cost of huge grids (a 1.8M-block depthwise conv at
+    384 px); `block_fraction` of the result says how much was evaluated (benchmarks/ptx_sample_bench.py
+    measures the error).
     """
+    if max_lanes is not None and max_lanes < 1:
+        raise ValueError(f"max_lanes must be positive, got {max_lanes}")
+    max_chunks = None if max_lanes is None else max(3, max_lanes // LANES_PER_CHUNK)
     with np.errstate(all="ignore"):  # PTX arithmetic wraps and yields inf/nan silently; so does ours
-        return _count_launch(module, kernel, grid, block, params, policy)
+        return _count_launch(module, kernel, grid, block, params, policy, max_chunks)
 
 
-def _count_launch(module: PtxModule, kernel: str, grid, block, params, policy: str) -> LaunchCounts:
+def _count_launch(module: PtxModule, kernel: str, grid, block, params, policy: str,
+                  max_chunks: int | None) -> LaunchCounts:
     t0 = time.perf_counter()
     g, b = _dims(grid), _dims(block)
     if b[0] * b[1] * b[2] > 1024:
@@ -180,11 +192,11 @@ def _count_launch(module: PtxModule, kernel: str, grid, block, params, policy: s
     bounds = None
     notes: list[str] = []
     if pol == "bounds":
-        runs = [run_launch(prog, g, b, pvals, pol, prob, f) for f in ("not_taken", "taken")]
+        runs = [run_launch(prog, g, b, pvals, pol, prob, f, max_chunks) for f in ("not_taken", "taken")]
         unresolved = {**runs[0].unresolved, **runs[1].unresolved}
         tots = [_totals(prog, r) for r in runs]
         if unresolved:
-            div = run_launch(prog, g, b, pvals, pol, prob, "diverge")
+            div = run_launch(prog, g, b, pvals, pol, prob, "diverge", max_chunks)
             unresolved.update(div.unresolved)
             tots.append(_totals(prog, div))
         keys = ("thread_instructions", "warp_instructions", "predicated_off")
@@ -200,15 +212,20 @@ def _count_launch(module: PtxModule, kernel: str, grid, block, params, policy: s
                          "unresolved guard false, true, and split within every warp; they bound the exact "
                          "counts when the unresolved branches are forward branches (if/else), not loop exits")
     else:
-        run = run_launch(prog, g, b, pvals, pol, prob, None)
-        tot = _totals(prog, run)
-        unresolved = run.unresolved
+        runs = [run_launch(prog, g, b, pvals, pol, prob, None, max_chunks)]
+        tot = _totals(prog, runs[0])
+        unresolved = runs[0].unresolved
+    fraction = runs[0].blocks_evaluated / max(runs[0].blocks_total, 1)
+    if fraction < 1:
+        notes.append(f"sampled: {runs[0].blocks_evaluated} of {runs[0].blocks_total} blocks evaluated (first, last "
+                     "and a stratified sample of the rest), the counts scaled to the whole grid")
     return LaunchCounts(
         kernel=kernel, grid=g, block=b,
         thread_instructions=tot["thread_instructions"], warp_instructions=tot["warp_instructions"],
         predicated_off=tot["predicated_off"], by_class=tot["by_class"], bytes_by_space=tot["bytes_by_space"],
         estimate=bool(unresolved), unresolved_branches=[unresolved[k] for k in sorted(unresolved)],
         policy=policy, seconds=time.perf_counter() - t0, bounds=bounds if unresolved else None, notes=notes,
+        block_fraction=fraction,
     )
 
 

@@ -58,6 +58,7 @@ class Runner(LoopFastForward):
         self.ready: dict[int, tuple] = {}
         self.loop_reads: dict[int, frozenset] = {}
         self.fn_cache: dict[int, object] = {}
+        self.blocks_evaluated = self.blocks_total = 0
 
     def lanes_warps(self, mask, nblocks: int) -> tuple[int, int]:
         """(lanes, warps) a mask covers over nblocks blocks (mask rows repeat when fewer than nblocks)."""
@@ -346,10 +347,33 @@ def _special_regs(grid, block, used: set[str], blocks: np.ndarray) -> dict:
     return {k: v for k, v in regs.items() if k in used}
 
 
-def run_launch(prog: Program, grid, block, params, policy: str, prob: float, forced: str | None) -> Runner:
+def chunk_plan(n_chunks: int, max_chunks: int | None) -> list[tuple[int, int]]:
+    """(chunk evaluated, how many chunks it stands for) for a launch of n_chunks chunks of blocks.
+
+    All of them when there are at most max_chunks. Else a systematic sample: the first and the last chunk
+    exactly (the boundary blocks of guarded tails live there), the interior in max_chunks - 2 equal strata
+    whose middle chunk stands for the whole stratum. Interior chunks hold the same number of blocks, so a
+    stratum's weight is an exact integer.
+    """
+    if max_chunks is None or n_chunks <= max(max_chunks, 3):
+        return [(c, 1) for c in range(n_chunks)]
+    interior = n_chunks - 2
+    size = -(-interior // (max_chunks - 2))
+    plan = [(0, 1)]
+    for start in range(1, n_chunks - 1, size):
+        count = min(size, n_chunks - 1 - start)
+        plan.append((start + count // 2, count))
+    plan.append((n_chunks - 1, 1))
+    return plan
+
+
+def run_launch(prog: Program, grid, block, params, policy: str, prob: float, forced: str | None,
+               max_chunks: int | None = None) -> Runner:
     """Run a whole launch (3-tuples grid, block; params by PTX name) and return the Runner with its counts.
 
     forced overrides the policy for unresolved guards ('taken', 'not_taken', 'diverge': the bounds runs).
+    max_chunks: evaluate at most this many chunks of LANES_PER_CHUNK lanes, the rest by stratified sample
+    (chunk_plan); runner.blocks_evaluated / blocks_total say how much of the grid was evaluated.
     """
     runner = Runner(prog, params, grid, block, policy, prob, forced)
     used = {r for r in prog.slice_regs if r.startswith("%") and "." in r or r in (
@@ -357,9 +381,11 @@ def run_launch(prog: Program, grid, block, params, policy: str, prob: float, for
     T = runner.T
     dims_used = [c for c, name in enumerate(("%ctaid.x", "%ctaid.y", "%ctaid.z")) if name in used]
     nblocks_total = grid[0] * grid[1] * grid[2]
+    runner.blocks_total = nblocks_total
     if not dims_used:
         regs = _special_regs(grid, block, used, np.zeros(1, np.int64))
         runner.run_chunk(regs, 1, nblocks_total)
+        runner.blocks_evaluated = nblocks_total
         return runner
     # evaluate one representative block per combination of the used ctaid components
     sub = [grid[c] if c in dims_used else 1 for c in range(3)]
@@ -367,10 +393,14 @@ def run_launch(prog: Program, grid, block, params, policy: str, prob: float, for
     n_sub = sub[0] * sub[1] * sub[2]
     sx, sy = sub[0], sub[1]
     per_chunk = max(1, LANES_PER_CHUNK // max(T, 1))
-    for start in range(0, n_sub, per_chunk):
+    evaluated = 0
+    for chunk, weight in chunk_plan(-(-n_sub // per_chunk), max_chunks):
+        start = chunk * per_chunk
         ids = np.arange(start, min(n_sub, start + per_chunk), dtype=np.int64)
         cx, cy, cz = ids % sx, (ids // sx) % sy, ids // (sx * sy)
         lin = cx + grid[0] * (cy + grid[1] * cz)
         regs = _special_regs(grid, block, used, lin)
-        runner.run_chunk(regs, len(ids), mult)
+        runner.run_chunk(regs, len(ids), mult * weight)
+        evaluated += len(ids)
+    runner.blocks_evaluated = evaluated * mult
     return runner

@@ -138,6 +138,11 @@ def _base_op(token: str) -> str:
     return m.group(1) if m else token
 
 
+# Threads a launch is counted on exactly; larger grids are counted on a stratified sample of their blocks that
+# evaluates about this many (src/ptx/driver.py::chunk_plan). Measured by benchmarks/ptx_sample_bench.py.
+COUNT_MAX_LANES = 1 << 25
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -213,16 +218,23 @@ class KernelCache:
             return f.read()
 
     def count(self, arch: str, digest: str, launch: Launch, refresh: bool = False) -> dict[str, Any]:
-        """Executed-instruction counts of one launch of the kernel (cached; `refresh` recounts)."""
+        """Executed-instruction counts of one launch of the kernel (cached; `refresh` recounts).
+
+        Launches of more than COUNT_MAX_LANES threads are counted on a stratified sample of their blocks
+        (`block_fraction` < 1 in the result); a cached sample taken under another budget is recounted.
+        """
         from src.ptx import UnresolvedBranchError, count_launch
 
         arch = ptx_arch_for(arch)
         path = self._counts(arch, digest, launch)
         if path.exists() and not refresh:
-            self.stats["counts_reused"] += 1
-            return json.loads(path.read_text())
+            cached = json.loads(path.read_text())
+            if cached.get("block_fraction", 1.0) >= 1 or cached.get("max_lanes") == COUNT_MAX_LANES:
+                self.stats["counts_reused"] += 1
+                return cached
         module, entry = self.module(arch, digest)
-        kw = {"grid": launch.grid, "block": launch.block, "params": launch.params or None}
+        kw = {"grid": launch.grid, "block": launch.block, "params": launch.params or None,
+              "max_lanes": COUNT_MAX_LANES}
         try:
             r = count_launch(module, entry, policy="error", **kw)
         except UnresolvedBranchError:
@@ -231,6 +243,8 @@ class KernelCache:
                "predicated_off": int(r.predicated_off), "estimate": bool(r.estimate),
                "by_class": {k: int(v) for k, v in sorted(r.by_class.items())},
                "bytes_by_space": {k: int(v) for k, v in sorted(r.bytes_by_space.items())}}
+        if r.block_fraction < 1:
+            out.update(block_fraction=float(r.block_fraction), max_lanes=COUNT_MAX_LANES)
         _atomic_write(path, json.dumps(out, sort_keys=True).encode())
         self.stats["counted"] += 1
         return out

@@ -19,7 +19,7 @@ KEY = ["model_key", "img_size", "batch_size", "nvcc_arch"]
 SUMMED = ("thread_instructions", "warp_instructions", "predicated_off")
 META = ("zoo_source", "zoo_model", "zoo_seconds", "zoo_version")
 DESCRIBE = ("order", "kernel", "kernel_digest", "operators", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
-            "block_z", "calls", "estimate")
+            "block_z", "calls", "estimate", "block_fraction")
 
 
 def column(name: str) -> str:
@@ -46,6 +46,7 @@ def kernel_frame(model_key: str, img_size: int, result: dict[str, Any]) -> pd.Da
                    "grid_x": x["grid"][0], "grid_y": x["grid"][1], "grid_z": x["grid"][2],
                    "block_x": x["block"][0], "block_y": x["block"][1], "block_z": x["block"][2],
                    "calls": int(x["calls"]), "estimate": bool(x["estimate"]),
+                   "block_fraction": float(x.get("block_fraction", 1.0)),
                    "zoo_source": result["source"], "zoo_model": result["model"],
                    "zoo_seconds": float(result["seconds"]), "zoo_version": str(result["zoo_version"])}
             row.update({k: int(x[k]) for k in SUMMED})
@@ -61,6 +62,9 @@ def finish(kernels: pd.DataFrame) -> pd.DataFrame:
         return kernels
     counted = [c for c in kernels.columns if c.startswith(("class_", "bytes_")) or c in SUMMED]
     kernels[counted] = kernels[counted].fillna(0).astype("int64")
+    # rows counted before block sampling existed were counted on every block
+    kernels["block_fraction"] = (kernels["block_fraction"] if "block_fraction" in kernels else pd.Series(
+        1.0, index=kernels.index)).fillna(1.0).astype("float64")
     # One column order whatever order rows were computed or carried in: the same rows write the same bytes.
     cols = [*KEY, *DESCRIBE, *SUMMED, *sorted(c for c in counted if c.startswith("class_")),
             *sorted(c for c in counted if c.startswith("bytes_")), *META]

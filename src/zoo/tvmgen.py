@@ -63,9 +63,18 @@ class Compiled:
         return json.dumps([asdict(x) for x in self.launches], indent=1)
 
 
+_ELIDED = re.compile(r"\(\.\.\. \d+ lines skipped \.\.\.\)")
+
+
 def describe(exc: BaseException, first: bool = False) -> str:
-    """One line naming an exception: its type, a line of its message, and where it was raised if no message."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    """One line naming an exception: its type, a line of its message, and where it was raised if no message.
+
+    TVM pass errors put the message first and a TVMScript dump (with "(... N lines skipped ...)" markers) after
+    it, so for them the first line is the message whatever `first` says.
+    """
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip() and not _ELIDED.fullmatch(ln.strip())]
+    if any(ln.startswith(("Error in pass", "Location (TVMScript)")) for ln in lines):
+        first = True
     if lines:
         return f"{type(exc).__name__}: {(lines[0] if first else lines[-1])[:300]}"
     tb = exc.__traceback__
@@ -168,78 +177,107 @@ def _call_counts(main: Any) -> tuple[list[str], dict[str, int]]:
     return order, other
 
 
-def _schedule(mod: Any, target: Any) -> tuple[Any, str]:
-    """TVM's default GPU schedules (dlight), returning (module, the rule left out or "").
+# dlight rule sets tried in order: all rules, then without the rules known to claim shapes they cannot handle.
+SCHEDULE_FALLBACKS: tuple[tuple[str, ...], ...] = ((), ("gemv",), ("matmul",), ("reduction",), ("gemv", "reduction"))
 
-    Some dlight rules assert on shapes they claim but cannot schedule: GEMV on reparameterised 1x1 branches
-    (timm mobileone_*, `assert r_loops`), Matmul's cache-write check on squeeze-excite blocks at batch > 1
-    (efficientnet_b0, mobilenetv3, ghostnet, mixnet). Then the module is scheduled without GEMV, else without
-    Matmul (those functions take the Reduction/Fallback schedules); the result records which
-    (`schedule_without_<rule>` in non_kernel_calls).
-    """
+
+def _zero_pipeline(built: Built, batch: int, target: Any, secs: dict[str, float]) -> Any:
+    """Model -> Relax module through TVM's "zero" pipeline (legalised, fused), adding the seconds to `secs`."""
+    from tvm import relax
+
+    mod, stage_secs = to_relax(built, batch)
+    t0 = time.perf_counter()
+    try:
+        with target:
+            mod = relax.get_pipeline("zero")(mod)
+    except Exception as exc:
+        raise PtxGenerationError("schedule", describe(exc)) from exc
+    stage_secs["schedule"] = time.perf_counter() - t0
+    for key, value in stage_secs.items():
+        secs[key] = secs.get(key, 0.0) + value
+    return mod
+
+
+def _apply_rules(mod: Any, target: Any, dropped: tuple[str, ...]) -> Any:
+    """TVM's default GPU schedules (dlight) with the rules `dropped` left out."""
     import tvm.s_tir.dlight as dl
 
     rules = {"matmul": dl.gpu.Matmul, "gemv": dl.gpu.GEMV, "reduction": dl.gpu.Reduction,
              "general_reduction": dl.gpu.GeneralReduction, "fallback": dl.gpu.Fallback}
-    first_error: AssertionError | None = None
-    for dropped in ("", "gemv", "matmul"):
-        try:
-            with target:
-                return dl.ApplyDefaultSchedule(*(r() for k, r in rules.items() if k != dropped))(mod), dropped
-        except AssertionError as exc:
-            first_error = first_error or exc
-    assert first_error is not None
-    raise first_error
+    with target:
+        return dl.ApplyDefaultSchedule(*(r() for k, r in rules.items() if k not in dropped))(mod)
 
 
-def compile_cuda(built: Built, batch: int = 1, target_arch: str = TVM_TARGET_ARCH) -> Compiled:
-    """Model -> CUDA C of every kernel + the launch list of one inference (no GPU needed)."""
-    tvm = _tvm()
+def _lower(mod: Any, target: Any) -> tuple[str, dict[str, tuple], list[str], dict[str, int]]:
+    """Scheduled Relax module -> (CUDA C, kernel geometry, PrimFunc call order, other calls)."""
+    import tvm
     from tvm import relax
     from tvm.tirx.build import split_host_device_mods, tir_to_runtime
 
-    mod, secs = to_relax(built, batch)
-    t0 = time.perf_counter()
-    target = tvm.target.Target({"kind": "cuda", "arch": target_arch})
-    notes: dict[str, int] = {}
-    try:
-        with target:
-            mod = relax.get_pipeline("zero")(mod)
-        scheduled, dropped = _schedule(mod, target)
-        if dropped:
-            notes[f"schedule_without_{dropped}"] = 1
-        mod = relax.transform.AttachGlobalSymbol()(scheduled)
-    except Exception as exc:
-        raise PtxGenerationError("schedule", describe(exc)) from exc
-    secs["schedule"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    mod = relax.transform.AttachGlobalSymbol()(mod)
     order, other = _call_counts(mod["main"])
     prim = {gv: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     tir_mod = tvm.IRModule(prim)
     host_target = tvm.target.Target("llvm")
-    try:
-        tir_mod = tvm.tirx.transform.BindTarget(target.with_host(host_target))(tir_mod)
-        pipeline, finalize_host, finalize_device = tvm.tirx.get_default_tir_pipeline(target)
-        with tvm.transform.PassContext(opt_level=3):
-            lowered = pipeline(tir_mod)
-        host_mod, device_mods = split_host_device_mods(lowered)
-        device_mods = {t: finalize_device()(m) for t, m in device_mods.items()}
-        if len(device_mods) != 1:
-            raise PtxGenerationError("lower", f"expected one CUDA device module, got {len(device_mods)}")
-        dev = next(iter(device_mods.values()))
-        geometry = {gv.name_hint: kernel_geometry(f.script(), gv.name_hint) for gv, f in dev.functions.items()}
-        runtime = tir_to_runtime(finalize_host()(host_mod), device_mods, host_target)
-    except PtxGenerationError:
-        raise
-    except Exception as exc:
-        raise PtxGenerationError("lower", describe(exc)) from exc
+    tir_mod = tvm.tirx.transform.BindTarget(target.with_host(host_target))(tir_mod)
+    pipeline, finalize_host, finalize_device = tvm.tirx.get_default_tir_pipeline(target)
+    with tvm.transform.PassContext(opt_level=3):
+        lowered = pipeline(tir_mod)
+    host_mod, device_mods = split_host_device_mods(lowered)
+    device_mods = {t: finalize_device()(m) for t, m in device_mods.items()}
+    if len(device_mods) != 1:
+        raise PtxGenerationError("lower", f"expected one CUDA device module, got {len(device_mods)}")
+    dev = next(iter(device_mods.values()))
+    geometry = {gv.name_hint: kernel_geometry(f.script(), gv.name_hint) for gv, f in dev.functions.items()}
+    runtime = tir_to_runtime(finalize_host()(host_mod), device_mods, host_target)
     cuda = [m for m in runtime.imports if m.kind == "cuda"]
     if not cuda:
         raise PtxGenerationError("lower", "TVM produced no CUDA module")
-    source = cuda[0].inspect_source()
-    secs["lower"] = time.perf_counter() - t0
-    launches = launch_list(order, geometry)
-    return Compiled(source, launches, batch, (batch, *built.input_shape[1:]), secs, {**other, **notes})
+    return cuda[0].inspect_source(), geometry, order, other
+
+
+def compile_cuda(built: Built, batch: int = 1, target_arch: str = TVM_TARGET_ARCH) -> Compiled:
+    """Model -> CUDA C of every kernel + the launch list of one inference (no GPU needed).
+
+    Some dlight rules claim shapes they cannot handle: GEMV asserts on reparameterised 1x1 branches (timm
+    mobileone_*, `assert r_loops`), Matmul's cache-write check on squeeze-excite blocks at batch > 1
+    (efficientnet_b0, mobilenetv3, ghostnet, mixnet, dm_nfnet), and Reduction's cross-thread schedule of a grouped
+    convolution fails to lower (timm resnest50d_*, where GEMV claims it once Reduction is left out). Then the
+    module is scheduled again without those rules (SCHEDULE_FALLBACKS; those functions take the other rules or
+    Fallback), and the result records which (`schedule_without_<rules>` in non_kernel_calls). The first error is
+    reported if every rule set fails.
+    """
+    tvm = _tvm()
+    target = tvm.target.Target({"kind": "cuda", "arch": target_arch})
+    secs: dict[str, float] = {}  # failed attempts count too
+    first_error: PtxGenerationError | None = None
+    for dropped in SCHEDULE_FALLBACKS:
+        # A fresh module per attempt: a failed lowering leaves TVM state behind that fails the next rule set too.
+        mod = _zero_pipeline(built, batch, target, secs)
+        t0 = time.perf_counter()
+        try:
+            scheduled = _apply_rules(mod, target, dropped)
+        except AssertionError as exc:
+            first_error = first_error or PtxGenerationError("schedule", describe(exc))
+            continue
+        except Exception as exc:
+            raise PtxGenerationError("schedule", describe(exc)) from exc
+        finally:
+            secs["schedule"] = secs.get("schedule", 0.0) + time.perf_counter() - t0
+        t0 = time.perf_counter()
+        try:
+            source, geometry, order, other = _lower(scheduled, target)
+        except Exception as exc:
+            error = exc if isinstance(exc, PtxGenerationError) else PtxGenerationError("lower", describe(exc))
+            first_error = first_error or error
+            continue
+        finally:
+            secs["lower"] = secs.get("lower", 0.0) + time.perf_counter() - t0
+        notes = {f"schedule_without_{'_'.join(dropped)}": 1} if dropped else {}
+        launches = launch_list(order, geometry)
+        return Compiled(source, launches, batch, (batch, *built.input_shape[1:]), secs, {**other, **notes})
+    assert first_error is not None
+    raise first_error
 
 
 def launch_list(order: list[str], geometry: dict[str, tuple]) -> list[Launch]:

@@ -144,3 +144,39 @@ def test_a_kernel_compiled_once_is_reused_by_another_cnn(compiled_pair, tmp_path
     assert stats["counts_reused"] >= len(shared)  # same kernel, same grid/block: counted once
     ptx_files = list(tmp_path.glob("sm_75/ptx/*.ptx.gz"))
     assert len(ptx_files) == 2  # one nvcc run per model, the second with the new kernels only
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/bin/nvcc").exists(), reason="needs nvcc")
+def test_a_huge_launch_is_counted_on_a_sample_and_recounted_under_another_budget(tmp_path, monkeypatch):
+    """A guarded relu over 100,000 blocks of 32 threads (7 chunks) under a 3-chunk budget: sampled, flagged in
+    the cache and the table row, reused under the same budget, recounted under another."""
+    from src.ptx.driver import LANES_PER_CHUNK
+    from src.zoo import kernel_cache as kc
+    from src.zoo.tvmgen import Launch
+
+    guarded = SOURCE.replace("T_ptr[threadIdx.x] = max(", "if (blockIdx.x * 32 + threadIdx.x < 3199000) "
+                             "T_ptr[blockIdx.x * 32 + threadIdx.x] = max(")
+    head, kernels = split_cuda(guarded)
+    relu = next(k for k in kernels if k.name == "relu_kernel")
+    cache = kc.KernelCache(tmp_path)
+    cache.compile(head, kernels, "sm_75")
+    launch = Launch("relu_kernel", (100_000, 1, 1), (32, 1, 1), 1)
+    exact = cache.count("sm_75", relu.digest, launch)  # the default budget (2^25 threads) covers 3.2M threads
+    assert "block_fraction" not in exact
+
+    monkeypatch.setattr(kc, "COUNT_MAX_LANES", 3 * LANES_PER_CHUNK)
+    sampled = cache.count("sm_75", relu.digest, launch, refresh=True)
+    assert 0 < sampled["block_fraction"] < 1 and sampled["max_lanes"] == 3 * LANES_PER_CHUNK
+    assert sampled["thread_instructions"] == exact["thread_instructions"]  # every block alike
+    counted = cache.stats["counted"]
+    assert cache.count("sm_75", relu.digest, launch) == sampled and cache.stats["counted"] == counted
+    monkeypatch.setattr(kc, "COUNT_MAX_LANES", 4 * LANES_PER_CHUNK)
+    assert cache.count("sm_75", relu.digest, launch)["max_lanes"] == 4 * LANES_PER_CHUNK
+    assert cache.stats["counted"] == counted + 1
+
+    rows = kernel_frame("m", 32, {"model": "m", "source": "torch", "batch_size": 1, "seconds": 1.0,
+                                  "zoo_version": "2", "by_arch": {"sm_75": {"ptx_arch": "sm_75", "per_kernel": [
+                                      {"order": 0, "kernel": "relu_kernel", "kernel_digest": relu.digest,
+                                       "operators": "relu", "grid": [100_000, 1, 1], "block": [32, 1, 1],
+                                       "calls": 1, **sampled}]}}})
+    assert rows["block_fraction"].iloc[0] == sampled["block_fraction"]

@@ -118,3 +118,15 @@ def test_describe_names_where_a_silent_assertion_fired():
     assert text.startswith("AssertionError (no message) at ") and "test_names.py" in text
     assert describe(ValueError("first\nlast")) == "ValueError: last"
     assert describe(ValueError("first\nlast"), first=True) == "ValueError: first"
+
+
+def test_describe_keeps_the_message_of_a_tvm_pass_error():
+    """TVM's pass errors end in a TVMScript dump; the reason must be the check that failed, not the dump's tail."""
+    from src.zoo.tvmgen import describe
+
+    tvm_text = ("Check failed: n_deepest_reduction_loops == reduction_loops.size() (0 vs. 1) : Cross-thread reduction\n"
+                "\nError in pass: _pipeline\nLocation (TVMScript):\n(... 1874 lines skipped ...)\n"
+                "    for ax0 in T.thread_binding(T.int64(392), thread=\"blockIdx.x\"):\n(... 580 lines skipped ...)")
+    assert describe(ValueError(tvm_text)) == ("ValueError: Check failed: n_deepest_reduction_loops == "
+                                              "reduction_loops.size() (0 vs. 1) : Cross-thread reduction")
+    assert describe(ValueError("message\n(... 3 lines skipped ...)")) == "ValueError: message"
