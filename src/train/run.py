@@ -130,8 +130,10 @@ class Trainer:
     def budget(self) -> dict:
         """The tuning budget every study of this model gets, whatever the protocol or fold."""
         s = self.c["sweep"]
+        # a model may set its own tuning rows (conf/model/<name>.yaml `tune_max_rows`, null = all training rows)
+        rows = self.c["model"]["tune_max_rows"] if "tune_max_rows" in self.c["model"] else s["tune_max_rows"]
         return {"n_trials": int(self.c["model"]["n_trials"]), "cv_folds": int(s["cv_folds"]),
-                "tune_max_rows": int(s["tune_max_rows"])}
+                "tune_max_rows": None if rows is None else int(rows)}
 
     def base_params(self) -> dict:
         return {"estimator": self.c["model"]["estimator"], "features": self.c["features"]["name"],
