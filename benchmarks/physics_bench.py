@@ -3,12 +3,17 @@
 Every variant is fitted with its model's hand-set `warm_start` parameters (no tuning: nothing but the features
 and the target change), the same seed and the same dataset (data/processed/dataset.parquet, built with
 features=physics, whose rows every other set shares: static, engineered and physics add columns, not filters).
+The PTX variants need a table with the PTX columns: build it once with
+`python -m src.features features=physics_ptx data.dataset=/tmp/abl/dataset_ptx.parquet ...` and pass
+`data.dataset=/tmp/abl/dataset_ptx.parquet`; then every variant runs on its rows (those with PTX counts).
 Variants (FEATURES/TARGET):
-- `paper`-like `static/latency`: static CNN features + GPU specs + run configuration, log latency;
+- `paper/latency`: the paper's inputs: static CNN features + executed PTX counts + GPU specs + run configuration;
+- `static/latency`: static CNN features + GPU specs + run configuration, log latency;
 - `engineered/latency`: + whole-network roofline features (the pipeline's default before the physics predictor);
 - `physics/latency`: + the per-kernel physics estimate and its aggregates, log latency (monotone constraints
   for XGBoost);
-- `physics/efficiency`: the same features, target log(measured / estimate) (the default now);
+- `physics/efficiency`: the same features, target log(measured / estimate);
+- `physics_ptx/efficiency`, `physics_ptx/latency`: + the executed PTX counts of the CNN;
 - `estimate_only`: no learner: the physics estimate times the median efficiency of the training rows.
 Prints pooled held-out MAPE (and median / worst group) per variant and protocol, writes
 reports/bench/physics_bench.json and logs an MLflow run (experiment cnnperf-bench).
@@ -34,10 +39,13 @@ from src.config import REPO_ROOT, compose  # noqa: E402
 from src.features.engineer import input_columns  # noqa: E402
 from src.tracking import record_benchmark  # noqa: E402
 from src.train import PROTOCOLS, fit_model, outer_folds  # noqa: E402
-from src.train.fit import make_model  # noqa: E402
+from src.train.fit import make_model, ptx_columns  # noqa: E402
 from src.train.metrics import all_metrics  # noqa: E402
 
-VARIANTS = ("static/latency", "engineered/latency", "physics/latency", "physics/efficiency", "estimate_only")
+VARIANTS = ("paper/latency", "static/latency", "engineered/latency", "physics/latency", "physics/efficiency",
+            "physics_ptx/latency", "physics_ptx/efficiency", "estimate_only")
+#: Variants run when --variants is not given (the PTX ones need a dataset with PTX columns, see above).
+DEFAULT_VARIANTS = ("static/latency", "engineered/latency", "physics/latency", "physics/efficiency", "estimate_only")
 MODELS = ("lr", "knn", "rf", "dt", "xgb")
 
 
@@ -48,7 +56,7 @@ def config(model: str, variant: str, overrides: list[str]) -> dict:
 
 
 def predict_fold(c: dict, df: pd.DataFrame, train: np.ndarray, test: np.ndarray, variant: str) -> np.ndarray:
-    cols = input_columns(c["features"], [])
+    cols = input_columns(c["features"], ptx_columns(c, df))
     if variant == "estimate_only":
         est = make_model(c)  # unfitted: only its PerfFeatures step prices rows
         perf = est.regressor.named_steps["features"].named_steps["perf"].fit(df.iloc[train][cols])
@@ -79,7 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="xgb")
     ap.add_argument("--protocols", default=",".join(p for p in PROTOCOLS if p != "random_rows"))
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench" / "physics_bench.json"))
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. data.dataset=/tmp/dataset.parquet")
@@ -92,6 +100,11 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"unknown variant/model {unknown}; variants {VARIANTS}, models {MODELS}")
     base = config(models[0], "physics/efficiency", args.overrides)
     df = pd.read_parquet(REPO_ROOT / base["data"]["dataset"])
+    no_ptx = [v for v in variants if v.startswith(("paper", "physics_ptx"))
+              and not ptx_columns(config(models[0], v, args.overrides), df)]
+    if no_ptx:
+        raise SystemExit(f"variants {no_ptx} need PTX columns, but {base['data']['dataset']} has none: build it "
+                         "with `python -m src.features features=physics_ptx data.dataset=...` (see the docstring)")
     seed = int(base["seed"])
     jobs = [(m, v, p) for m in models for v in variants for p in protocols
             if not (v == "estimate_only" and m != models[0])]

@@ -131,9 +131,7 @@ def run(cfg: dict) -> dict:
     meas = pd.read_parquet(REPO_ROOT / cfg["data"]["measurements"])
     rows = eligible_rows(meas, s["data_modes"])
     dataset, _, ptx = build_dataset(REPO_ROOT, cfg["data"], cfg["features"], cfg["target"], seed=seed)
-    if ptx:
-        raise ValueError("the e2e comparison uses a global model without PTX features (features=engineered)")
-    cols = input_columns(cfg["features"], [])
+    cols = input_columns(cfg["features"], ptx)
 
     results: dict = {}
     preds_all = []

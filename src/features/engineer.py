@@ -194,7 +194,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
 
     def __init__(self, numeric_inputs=(), categorical_inputs=(), gpu_features=(), ptx_features=(),
                  engineered: bool = True, release_column: str | None = None, physics=None,
-                 physics_constants: dict | None = None, spec_features: bool = True):
+                 physics_constants: dict | None = None, spec_features: bool = True, ptx=None):
         self.numeric_inputs = numeric_inputs
         self.categorical_inputs = categorical_inputs
         self.gpu_features = gpu_features
@@ -207,9 +207,14 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         # False: GPU specs feed the estimates only, not the learner (a tree cannot extrapolate raw specs to a
         # GPU faster than any it saw; scale-free shares and ratios transfer).
         self.spec_features = spec_features
+        # A `src.features.ptx_lookup.PtxIndex`: the ptx_features are looked up from (model_key, img_size,
+        # batch_size, compute_capability) instead of read from input columns (None: they are input columns).
+        self.ptx = ptx
 
     def fit(self, X: pd.DataFrame, y=None):
         self.n_features_in_ = X.shape[1]
+        if self._ptx_index() is not None:
+            self.ptx_per_gmac_ = self._ptx_index().per_gmac(X)
         if self.release_column:
             # An unknown release (git hash, empty) gets its framework's median training release, else the median.
             rel = pd.Series(parse_releases(X[self.release_column]), index=X.index)
@@ -217,6 +222,21 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
             self.release_by_framework_ = {str(k): float(v) for k, v in rel.groupby(fw).median().dropna().items()}
             self.release_median_ = float(np.nanmedian(rel)) if rel.notna().any() else 0.0
         return self
+
+    def _ptx_index(self):
+        """The PTX index when the PTX features are looked up (models pickled before it existed have none)."""
+        return getattr(self, "ptx", None) if self.ptx_features else None
+
+    def ptx_arrays(self, X: Columns) -> list[np.ndarray]:
+        """The PTX count columns of X's rows: looked up (never-counted CNNs imputed from GMACs) or read."""
+        index = self._ptx_index()
+        if index is None:
+            return [_floats(X, c) for c in self.ptx_features]
+        if list(index.columns) != list(self.ptx_features):
+            raise ValueError(f"PTX index columns {index.columns[:3]}... differ from ptx_features "
+                             f"{list(self.ptx_features)[:3]}...")
+        counts = index.counts(X, self.ptx_per_gmac_)
+        return [counts[:, j] for j in range(counts.shape[1])]
 
     def encoded_categoricals(self) -> list[str]:
         """Categorical inputs one-hot encoded (the release column is turned into numbers instead)."""
@@ -278,7 +298,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         str arrays). The single implementation behind `transform` and the served fast path. `physics_sink`
         receives the unlogged physics frame under "physics" (the efficiency target's baseline: priced once)."""
         specs = list(self.gpu_features) if self.spec_features else []
-        blocks = [_floats(X, c) for c in list(self.numeric_inputs) + specs + list(self.ptx_features)]
+        blocks = [_floats(X, c) for c in list(self.numeric_inputs) + specs] + self.ptx_arrays(X)
         if self.engineered:
             blocks += list(engineer_arrays(X).values())
         tf32 = None
@@ -317,10 +337,11 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
 
 
 def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool, physics=None,
-                      physics_constants: dict | None = None) -> Pipeline:
+                      physics_constants: dict | None = None, ptx=None) -> Pipeline:
     """PerfFeatures -> (scaled) numerics + one-hot categoricals, with readable output feature names.
 
-    `physics` (a ProfileIndex) is required when the feature set says `physics: true`."""
+    `physics` (a ProfileIndex) is required when the feature set says `physics: true`; `ptx` (a PtxIndex) makes
+    the PTX features a lookup from the CNN's name instead of input columns."""
     if feat_cfg.get("physics") and physics is None:
         raise ValueError(f"features={feat_cfg.get('name')} uses the physics estimate but no kernel profiles "
                          "were given (data.kernel_profiles)")
@@ -334,7 +355,11 @@ def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool, phys
         physics=physics if feat_cfg.get("physics") else None,
         physics_constants=physics_constants,
         spec_features=bool(feat_cfg.get("spec_features", True)),
+        ptx=ptx,
     )
+    if ptx_features and ptx is None:
+        raise ValueError(f"features={feat_cfg.get('name')} uses PTX counts but no PTX index was given "
+                         "(data.ptx_counts)")
     numeric = [n for n in perf.get_feature_names_out() if n not in set(perf.categorical_inputs)]
     encode = ColumnTransformer(
         [
@@ -351,12 +376,17 @@ def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool, phys
 PHYSICS_INPUTS = ["model_key", "gpu"]
 
 
+# Extra raw columns of the PTX lookup: which CNN (with img_size, batch_size and the GPU's compute capability).
+PTX_INPUTS = ["model_key", "compute_capability"]
+
+
 def input_columns(feat_cfg: dict, ptx_features: list[str]) -> list[str]:
-    """Raw columns the Pipeline (and so the logged sklearn model) expects, in order."""
-    return (
+    """Raw columns the Pipeline (and so the logged sklearn model) expects, in order. PTX features are looked up
+    inside the Pipeline (a PtxIndex, src/features/ptx_lookup.py), so they are not columns; the CNN's name is."""
+    cols = (
         list(feat_cfg["numeric_inputs"])
         + list(feat_cfg["categorical_inputs"])
         + list(feat_cfg["gpu_features"])
-        + list(ptx_features)
         + (PHYSICS_INPUTS if feat_cfg.get("physics") else [])
     )
+    return cols + ([c for c in PTX_INPUTS if c not in cols] if ptx_features else [])

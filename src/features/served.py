@@ -57,7 +57,8 @@ VALID_RANGES: dict[str, tuple[float, float, str]] = {
     "gmacs": (1e-6, 1e5, "G multiply-accumulates per sample: 1 thousand to 100 trillion"),
     "activations_m": (1e-4, 1e5, "millions of activation elements per sample: 100 to 100 billion"),
 }
-PTX_RANGE = (0.0, 1e15, "executed PTX instructions of that class per sample")
+# Range of a numeric input without its own entry above (a feature set may add inputs).
+DEFAULT_RANGE = (0.0, 1e15, "a non-negative number")
 # Rows per request: a 100,000-row request takes seconds; more belongs in batch scoring, not one HTTP call.
 MAX_ROWS = 100_000
 # Working set of a step (`working_set_gb`): training keeps gradients (bytes per element of the precision),
@@ -99,14 +100,12 @@ class RequestError(MlflowException):
 def valid_ranges(meta: dict) -> dict[str, list[float]]:
     """[low, high] of every numeric request field: the model's recorded ranges, else this module's defaults."""
     recorded = meta.get("valid_ranges") or {}
-    out = {c: list(recorded.get(c, VALID_RANGES.get(c, PTX_RANGE)[:2])) for c in meta["numeric_inputs"]}
-    out.update({c: list(recorded.get(c, PTX_RANGE[:2])) for c in meta.get("ptx_features", [])})
-    return out
+    return {c: list(recorded.get(c, VALID_RANGES.get(c, DEFAULT_RANGE)[:2])) for c in meta["numeric_inputs"]}
 
 
 def request_columns(meta: dict) -> list[str]:
     named = ["model_key"] if "model_key" in meta["input_columns"] else []
-    return ["gpu"] + named + meta["numeric_inputs"] + meta["categorical_inputs"] + meta["ptx_features"]
+    return ["gpu"] + named + meta["numeric_inputs"] + meta["categorical_inputs"]
 
 
 def request_schema(meta: dict) -> dict[str, dict]:
@@ -116,8 +115,9 @@ def request_schema(meta: dict) -> dict[str, dict]:
                                        "values": "any GPU of the model's gpus.csv (case-insensitive)"}}
     if "model_key" in meta["input_columns"]:
         schema["model_key"] = {"type": "string", "required": False, "default": "unknown",
-                               "values": "the CNN's timm-style name; unknown names use whole-network numbers"}
-    for c in meta["numeric_inputs"] + meta.get("ptx_features", []):
+                               "values": "the CNN's timm-style name; unknown names use whole-network numbers"
+                               + (" (and PTX counts imputed from GMACs)" if meta.get("ptx_features") else "")}
+    for c in meta["numeric_inputs"]:
         schema[c] = {"type": "integer" if c in INTEGER_COLUMNS else "number", "required": True, "range": ranges[c]}
         if c in VALID_RANGES:
             schema[c]["unit"] = VALID_RANGES[c][2]
@@ -164,7 +164,7 @@ class RequestChecker:
 
     def __init__(self, meta: dict, gpu_names: list[str]):
         self.meta = meta
-        self.numeric = list(meta["numeric_inputs"]) + list(meta.get("ptx_features", []))
+        self.numeric = list(meta["numeric_inputs"])
         self.categorical = list(meta["categorical_inputs"])
         self.open = set(meta.get("open_categorical", []))
         self.allowed = {c: set(map(str, meta["categories"][c])) for c in self.categorical if c not in self.open}
@@ -241,7 +241,7 @@ class RequestChecker:
         out = (values < lo) | (values > hi)
         if out.any():
             i = _first(out)
-            unit = VALID_RANGES.get(col, PTX_RANGE)[2]
+            unit = VALID_RANGES.get(col, DEFAULT_RANGE)[2]
             raise RequestError(f"{where} {i}: {values[i]:g} is outside the valid range [{lo:g}, {hi:g}] ({unit})")
         if col in INTEGER_COLUMNS and (np.mod(values, 1) != 0).any():
             i = _first(np.mod(values, 1) != 0)
@@ -454,9 +454,10 @@ def compile_pipeline(pipeline) -> FastPipeline | None:
 
 
 # ---------------------------------------------------------------- answers: prediction, range, memory
-def extrapolation_reasons(joined: Mapping[str, Any], meta: dict) -> np.ndarray:
+def extrapolation_reasons(joined: Mapping[str, Any], meta: dict, ptx_index=None) -> np.ndarray:
     """Per row, why the answer lies outside what the model was trained on ('' when inside): a GPU nobody measured,
-    a numeric input or GPU spec beyond the training range (e.g. a GPU faster than any measured one)."""
+    a numeric input or GPU spec beyond the training range (e.g. a GPU faster than any measured one), a CNN
+    without PTX counts for a model that uses them (`ptx_index`: its counts were imputed from GMACs)."""
     gpu = np.asarray(joined["gpu"], dtype=object)
     reasons = np.full(len(gpu), "", dtype=object)
 
@@ -478,7 +479,24 @@ def extrapolation_reasons(joined: Mapping[str, Any], meta: dict) -> np.ndarray:
             uniq, inv = np.unique(v[bad], return_inverse=True)
             texts = np.array([f"{col} {u:g} outside the training range [{lo:g}, {hi:g}]" for u in uniq], dtype=object)
             add(bad, texts[inv.ravel()])
+    if ptx_index is not None:
+        keys, sizes = np.asarray(joined["model_key"], dtype=object), np.asarray(joined["img_size"], dtype=float)
+        missing = ~ptx_index.has(keys, sizes)
+        if missing.any():
+            texts = np.array([f"no PTX counts for CNN {k!r} at {int(z)} px: imputed from its GMACs"
+                              for k, z in zip(keys[missing], sizes[missing], strict=True)], dtype=object)
+            add(missing, texts)
     return reasons
+
+
+def ptx_index_of(pipeline):
+    """The PtxIndex a fitted model looks its PTX features up in, or None."""
+    try:
+        _, inner = _inner(pipeline)
+        perf = dict(dict(inner.steps)["features"].steps)["perf"]
+    except (UnsupportedPipeline, KeyError, AttributeError, TypeError):
+        return None
+    return perf._ptx_index() if hasattr(perf, "_ptx_index") else None
 
 
 def working_set_gb(cols: Mapping[str, Any]) -> np.ndarray:
@@ -508,6 +526,7 @@ class ServedModel:
             raise KeyError(f"GPU table lacks the model's GPU feature(s) {missing}")
         self.memory_gb = gpus["memory_size_gb"].to_numpy(dtype=float) if "memory_size_gb" in gpus.columns else None
         self.fast = _compiled(pipeline) if fast is True else (fast or None)
+        self.ptx_index = ptx_index_of(pipeline)
 
     def predict(self, request: Any) -> pd.DataFrame:
         cols, rows = self.checker.check(request)
@@ -517,7 +536,7 @@ class ServedModel:
             pred = self.fast.predict(cols)
         else:
             pred = self.pipeline.predict(pd.DataFrame({c: cols[c] for c in self.meta["input_columns"]}))
-        reasons = extrapolation_reasons(cols, self.meta)
+        reasons = extrapolation_reasons(cols, self.meta, self.ptx_index)
         need = working_set_gb(cols)
         have = self.memory_gb[rows] if self.memory_gb is not None else np.full(len(rows), np.nan)
         return pd.DataFrame({self.meta["output"]: np.asarray(pred, dtype=float), "in_training_range": reasons == "",

@@ -41,7 +41,7 @@ def config_for(features: str, overrides: list[str] | None = None) -> dict:
     return OmegaConf.to_container(cfg, resolve=True)
 
 
-def load_split(features: str = "physics", exclude_families: list[str] | None = None,
+def load_split(features: str = "physics_ptx", exclude_families: list[str] | None = None,
                overrides: list[str] | None = None, max_rows: int | None = None) -> SplitData:
     """Dataset of a feature set, minus excluded families, split 70/30 exactly as `python -m src.train` does."""
     c = config_for(features, overrides)

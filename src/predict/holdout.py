@@ -30,7 +30,7 @@ EXPERIMENT = "cnnperf-predict"
 
 
 def fit_holdout(exclude_families: list[str], estimator: str = "xgb", params: dict | None = None,
-                features: str = "physics", register_name: str | None = None, alias: str = "champion",
+                features: str = "physics_ptx", register_name: str | None = None, alias: str = "champion",
                 max_rows: int | None = None, overrides: list[str] | None = None) -> dict:
     """Train on the dataset minus `exclude_families`, log the pyfunc, register it; returns URIs and test MAPE."""
     data = load_split(features, exclude_families, overrides, max_rows)

@@ -54,10 +54,6 @@ def request_frame(cnn: CnnFeatures, gpus: pd.DataFrame, batch_sizes: list[int], 
 
 def predict_latency(model: LoadedModel, request: pd.DataFrame, gpus: pd.DataFrame) -> np.ndarray:
     """Latency (target unit) through the pyfunc's own validation + Pipeline, with any GPUs' spec rows."""
-    if model.meta.get("ptx_features"):
-        raise ValueError(f"model {model.uri} needs PTX count features {model.meta['ptx_features'][:3]}...; "
-                         "the DSE command supports models trained without PTX features (features=engineered "
-                         "or static)")
     table = gpus[["gpu"] + list(model.meta["gpu_features"])]
     out = predict_frame(model.pipeline, table, model.meta, request)
     return out[model.meta["output"]].to_numpy(dtype=float)

@@ -47,14 +47,14 @@ def monotone_constraints(estimator, feature_names: list[str], monotone: dict | N
 
 def build_model(model_cfg: dict, feat_cfg: dict, ptx_features: list[str], params: dict,
                 log_target: bool | None = None, target_cfg: dict | None = None, physics=None,
-                physics_constants: dict | None = None):
+                physics_constants: dict | None = None, ptx=None):
     """features Pipeline + estimator, wrapped for the target: log(target) (predictions on the original scale), or
     the efficiency log(target / physics estimate) when the target config says `baseline: physics`.
 
     Monotone constraints (target config `monotone`: feature -> +1/-1) go to estimators that support them."""
     target_cfg = dict(target_cfg or {"log": bool(log_target)})
     est = estimator_class(model_cfg["estimator"])(**dict(model_cfg.get("fixed") or {}), **params)
-    pre = make_preprocessor(feat_cfg, ptx_features, bool(model_cfg.get("scale")), physics, physics_constants)
+    pre = make_preprocessor(feat_cfg, ptx_features, bool(model_cfg.get("scale")), physics, physics_constants, ptx)
     names = [str(n) for n in pre.named_steps["perf"].get_feature_names_out()]
     constraints = monotone_constraints(est, names, target_cfg.get("monotone"))
     if constraints:

@@ -17,8 +17,10 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from src.config import REPO_ROOT, compose
+from src.features.dataset import DatasetError
 from src.features.engineer import input_columns
 from src.features.layer_physics import load_profile_index
+from src.features.ptx_lookup import load_ptx_index
 from src.features.served import log_pyfunc, request_columns
 from src.ingest.gpus import features_safe, nvidia_cuda_names
 from src.train.estimators import build_model
@@ -56,8 +58,19 @@ def make_model(c: dict, params: dict | None = None, ptx: list[str] | None = None
     """Unfitted Pipeline + estimator; params default to the model's hand-set `warm_start` (no data seen)."""
     mcfg = model_config(c, model)
     chosen = dict(mcfg.get("warm_start") or {}) if params is None else dict(params)
+    index = ptx_index(c) if ptx else None
+    if index is not None and list(index.columns) != list(ptx):
+        raise DatasetError(f"{c['data']['ptx_counts']}: its PTX columns {index.columns} differ from the dataset's "
+                           f"{list(ptx)}: rebuild the dataset (dvc repro features)")
     return build_model(mcfg, c["features"], list(ptx or []), chosen, target_cfg=c["target"],
-                       physics=profile_index(c), physics_constants=c.get("physics"))
+                       physics=profile_index(c), physics_constants=c.get("physics"), ptx=index)
+
+
+def ptx_index(c: dict, root: Path = REPO_ROOT):
+    """The PTX count lookup the Pipeline carries (None unless the feature set uses PTX counts)."""
+    if not c["features"].get("use_ptx"):
+        return None
+    return load_ptx_index(str(root / c["data"]["ptx_counts"]), c["features"]["ptx_prefix"])
 
 
 def profile_index(c: dict, root: Path = REPO_ROOT):

@@ -1,5 +1,7 @@
 """Dataset builder: CPU rows out, rows without static features counted, optional zoo and PTX joins."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,7 +23,9 @@ def test_filters_are_counted(tmp_path):
     c["features"]["fill_static_from_same_model"] = False
     df, rep, ptx = build_dataset(tmp_path, c["data"], c["features"], c["target"])
     n_gpu_rows = len(CNNS) * len(GPUS) * 4 * 2 * 2
-    assert len(df) == n_gpu_rows and ptx == []
+    # the default feature set joins the PTX counts, which the tiny table has for every CNN GPU row
+    assert len(df) == n_gpu_rows and ptx and all(c.startswith("ptx_") for c in ptx)
+    assert [s["dropped"] for s in rep.steps if s["reason"].startswith("no PTX")] == [0]
     assert not df["gpu"].str.startswith("cpu:").any()
     steps = {s["reason"].split(":")[0]: s for s in rep.steps}
     assert steps["is_cpu"]["dropped"] == 3
@@ -59,6 +63,7 @@ def test_same_model_fill(tmp_path):
 
 def test_ptx_join_and_missing_table(tmp_path):
     c = cfg(tmp_path, ["features=static_ptx"])
+    Path(c["data"]["ptx_counts"]).unlink()
     with pytest.raises(DatasetError, match="PTX count table does not exist"):
         build_dataset(tmp_path, c["data"], c["features"], c["target"])
     keys = pd.read_parquet(c["data"]["measurements"])[["model_key", "img_size", "batch_size"]].drop_duplicates()

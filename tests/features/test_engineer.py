@@ -231,7 +231,7 @@ def test_old_models_pickled_before_the_rewrite_still_transform():
     pf.fit(X)
     state = {k: v for k, v in pickle.loads(pickle.dumps(pf)).__dict__.items()}
     assert set(state) == {"numeric_inputs", "categorical_inputs", "gpu_features", "ptx_features", "engineered",
-                          "release_column", "physics", "physics_constants", "spec_features", "n_features_in_",
+                          "release_column", "physics", "physics_constants", "spec_features", "ptx", "n_features_in_",
                           "release_by_framework_", "release_median_"}
     pd.testing.assert_frame_equal(pf.transform(X), _old_transform(pf, X), check_exact=True)
 

@@ -156,17 +156,21 @@ def test_serve_valid_then_malformed_then_valid(server):
 
 def test_serve_answers_any_gpu_and_marks_extrapolation(server):
     """A GPU nobody measured (the tiny table has four) is answered, flagged, with the reason; so is a batch size
-    beyond the training range. In-range rows say so."""
-    r = post(server, [VALID, {**VALID, "gpu": "H100 SXM5 80 GB"}, {**VALID, "batch_size": 4096},
-                      {**VALID, "model_key": "resnet50"}])
+    beyond the training range, and a CNN without PTX counts (the default feature set looks them up by name, and
+    imputes an unnamed CNN's from its GMACs). In-range rows say so."""
+    resnet = {**VALID, "model_key": "resnet50"}
+    r = post(server, [resnet, {**resnet, "gpu": "H100 SXM5 80 GB"}, {**resnet, "batch_size": 4096}, VALID,
+                      {**resnet, "model_key": "my_new_cnn"}])
     assert r.status_code == 200, r.text
-    known, h100, huge, named = r.json()["predictions"]
+    known, h100, huge, unnamed, new = r.json()["predictions"]
     assert known["in_training_range"] is True and known["extrapolation"] == ""
     assert h100["in_training_range"] is False and "GPU not in the training data" in h100["extrapolation"]
     assert "memory_bandwidth_gbs" in h100["extrapolation"]  # faster memory than any measured GPU
     assert h100["latency_ms"] > 0
     assert huge["in_training_range"] is False and "batch_size 4096 outside the training range" in huge["extrapolation"]
-    assert named["latency_ms"] > 0 and named["in_training_range"] is True
+    assert unnamed["extrapolation"] == "no PTX counts for CNN 'unknown' at 224 px: imputed from its GMACs"
+    assert new["in_training_range"] is False and "CNN 'my_new_cnn'" in new["extrapolation"]
+    assert unnamed["latency_ms"] > 0 and new["latency_ms"] > 0
 
 
 def test_serve_says_when_the_step_cannot_fit_in_gpu_memory(server):

@@ -7,6 +7,7 @@ from omegaconf import OmegaConf
 from src.config import REPO_ROOT, compose
 from src.features.kernels import LAYER_COLUMNS, kernel_profiles
 from src.features.layer_physics import ProfileIndex
+from src.features.ptx_lookup import load_ptx_index
 from src.train.estimators import build_model, estimator_class, suggest
 
 MODELS = ["lr", "knn", "rf", "dt", "xgb"]
@@ -25,10 +26,13 @@ def test_each_model_composes(model):
 
     layers = pd.read_parquet(REPO_ROOT / "data" / "processed" / "layers.parquet", columns=LAYER_COLUMNS,
                              filters=[("model_key", "==", "resnet18")])
-    built = build_model(c["model"], c["features"], [], params, target_cfg=c["target"],
-                        physics=ProfileIndex(kernel_profiles(layers)), physics_constants=c["physics"])
+    ptx = load_ptx_index(str(REPO_ROOT / c["data"]["ptx_counts"]), c["features"]["ptx_prefix"])
+    built = build_model(c["model"], c["features"], ptx.columns, params, target_cfg=c["target"],
+                        physics=ProfileIndex(kernel_profiles(layers)), physics_constants=c["physics"], ptx=ptx)
     assert built.regressor.named_steps["model"].get_params()  # constructs without error
-    assert c["features"]["name"] == "physics" and c["target"]["baseline"] == "physics"  # the defaults
+    # the defaults: the physics estimate, PTX counts looked up by the Pipeline, the efficiency target
+    assert c["features"]["name"] == "physics_ptx" and c["features"]["use_ptx"] and c["features"]["physics"]
+    assert c["target"]["baseline"] == "physics"
 
 
 def _first_values(space: dict) -> dict:

@@ -77,11 +77,28 @@ def measurements(seed: int = 0) -> pd.DataFrame:
     return pd.concat([df, cpu, nostatic], ignore_index=True)
 
 
+def ptx_counts(meas: pd.DataFrame) -> pd.DataFrame:
+    """The `ptx` stage's table for the tiny measurements: the real executed counts of these CNNs (committed
+    data/processed/ptx_counts.parquet, compiled at batch 1) expanded to every measured (batch, cc) by its rules."""
+    from src.config import REPO_ROOT
+    from src.features.ptx_lookup import load_ptx_index
+
+    idx = load_ptx_index(str(REPO_ROOT / "data" / "processed" / "ptx_counts.parquet"))
+    keys = meas.loc[~meas["is_cpu"], ["model_key", "img_size", "batch_size", "gpu"]].merge(
+        GPUS[["gpu", "compute_capability"]], on="gpu").drop(columns="gpu").drop_duplicates().reset_index(drop=True)
+    out = keys.assign(nvcc_arch=np.where(keys["compute_capability"] >= 12.0, "sm_120", "sm_75"),
+                      count_method=np.where(keys["batch_size"] == 1, "compiled", "proportional_b1"))
+    return pd.concat([out, pd.DataFrame(idx.lookup(keys), columns=idx.columns)], axis=1)
+
+
 def write_tables(folder: Path, seed: int = 0) -> dict[str, str]:
-    """Write measurements.parquet and gpus.parquet into `folder`; return data-config overrides (absolute)."""
+    """Write measurements.parquet, gpus.parquet and ptx_counts.parquet into `folder`; return data-config
+    overrides (absolute)."""
     folder.mkdir(parents=True, exist_ok=True)
-    measurements(seed).to_parquet(folder / "measurements.parquet", index=False)
+    meas = measurements(seed)
+    meas.to_parquet(folder / "measurements.parquet", index=False)
     GPUS.to_parquet(folder / "gpus.parquet", index=False)
+    ptx_counts(meas).to_parquet(folder / "ptx_counts.parquet", index=False)
     return {
         "data.measurements": str(folder / "measurements.parquet"),
         "data.gpus": str(folder / "gpus.parquet"),
