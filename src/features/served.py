@@ -357,6 +357,7 @@ class FastPipeline:
             raise UnsupportedPipeline("expected features = Pipeline([perf: PerfFeatures, encode: ColumnTransformer])")
         if self.kind == "baseline" and self.perf.physics is None:
             raise UnsupportedPipeline("efficiency target without a physics estimate")
+        self.baseline_model = model if self.kind == "baseline" else None
         names = [str(c) for c in self.perf.get_feature_names_out()]
         n_num = len(self.perf.numeric_names())
         self.scale = self.onehot = None
@@ -435,7 +436,8 @@ class FastPipeline:
             Z = pd.DataFrame(Z, columns=self.columns_out)
         raw = np.asarray(self.estimator.predict(Z))
         if self.kind == "baseline":
-            return np.exp(raw) * sink["physics"]["t_physics_ms"].to_numpy(dtype=float)
+            correction = self.baseline_model.correction(X, raw) if hasattr(self.baseline_model, "correction") else raw
+            return np.exp(correction) * sink["physics"]["t_physics_ms"].to_numpy(dtype=float)
         if self.kind == "log":
             if self.inverse is None:
                 return np.exp(raw)
@@ -454,10 +456,12 @@ def compile_pipeline(pipeline) -> FastPipeline | None:
 
 
 # ---------------------------------------------------------------- answers: prediction, range, memory
-def extrapolation_reasons(joined: Mapping[str, Any], meta: dict, ptx_index=None) -> np.ndarray:
+def extrapolation_reasons(joined: Mapping[str, Any], meta: dict, ptx_index=None,
+                          unseen: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
     """Per row, why the answer lies outside what the model was trained on ('' when inside): a GPU nobody measured,
     a numeric input or GPU spec beyond the training range (e.g. a GPU faster than any measured one), a CNN
-    without PTX counts for a model that uses them (`ptx_index`: its counts were imputed from GMACs)."""
+    without PTX counts for a model that uses them (`ptx_index`: its counts were imputed from GMACs), a runtime or
+    precision class no training row had (`unseen`: column -> row mask; answered by the bare physics estimate)."""
     gpu = np.asarray(joined["gpu"], dtype=object)
     reasons = np.full(len(gpu), "", dtype=object)
 
@@ -486,6 +490,10 @@ def extrapolation_reasons(joined: Mapping[str, Any], meta: dict, ptx_index=None)
             texts = np.array([f"no PTX counts for CNN {k!r} at {int(z)} px: imputed from its GMACs"
                               for k, z in zip(keys[missing], sizes[missing], strict=True)], dtype=object)
             add(missing, texts)
+    for col, mask in (unseen or {}).items():
+        values = np.asarray(joined[col], dtype=object)[mask]
+        add(mask, np.array([f"{col} {v!r} has no training rows of its kind: bare physics estimate x median "
+                            "training efficiency" for v in values], dtype=object))
     return reasons
 
 
@@ -536,7 +544,8 @@ class ServedModel:
             pred = self.fast.predict(cols)
         else:
             pred = self.pipeline.predict(pd.DataFrame({c: cols[c] for c in self.meta["input_columns"]}))
-        reasons = extrapolation_reasons(cols, self.meta, self.ptx_index)
+        unseen = self.pipeline.unseen(cols) if hasattr(self.pipeline, "unseen") else None
+        reasons = extrapolation_reasons(cols, self.meta, self.ptx_index, unseen)
         need = working_set_gb(cols)
         have = self.memory_gb[rows] if self.memory_gb is not None else np.full(len(rows), np.nan)
         return pd.DataFrame({self.meta["output"]: np.asarray(pred, dtype=float), "in_training_range": reasons == "",

@@ -64,7 +64,7 @@ def build_model(model_cfg: dict, feat_cfg: dict, ptx_features: list[str], params
     if target_cfg.get("baseline") == "physics":
         if not target_cfg.get("log"):
             raise ValueError("target.baseline=physics models log(target / estimate): set target.log=true")
-        return PhysicsBaselineRegressor(regressor=pipe)
+        return PhysicsBaselineRegressor(regressor=pipe, unseen_fallback=bool(target_cfg.get("unseen_fallback")))
     if not target_cfg.get("log"):
         return pipe
     return TransformedTargetRegressor(regressor=pipe, func=np.log, inverse_func=np.exp, check_inverse=False)

@@ -110,6 +110,10 @@ def test_extrapolation_reasons_per_row():
     assert got == ["", "GPU not in the training data; bw 2000 outside the training range [100, 1000]",
                    "batch_size 4096 outside the training range [1, 128]",
                    "GPU not in the training data; batch_size 4096 outside the training range [1, 128]"]
+    joined["compile_mode"] = np.array(["eager", "eager", "tensorrt", "eager"], dtype=object)
+    got = extrapolation_reasons(joined, meta, unseen={"compile_mode": np.array([False, False, True, False])})
+    assert got[2] == ("batch_size 4096 outside the training range [1, 128]; compile_mode 'tensorrt' has no "
+                      "training rows of its kind: bare physics estimate x median training efficiency")
 
 
 def test_request_schema_documents_every_field():

@@ -1,0 +1,62 @@
+"""Efficiency target: rows of a runtime or precision class no training row had get the bare physics estimate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from src.config import compose
+from src.features.engineer import input_columns
+from src.features.served import FastPipeline
+from src.train.fit import fit_model, ptx_columns
+from tests.train import tiny
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    ov = tiny.overrides(tmp_path_factory.mktemp("baseline"))
+    c = OmegaConf.to_container(compose(ov + ["model=dt"]), resolve=True)
+    df = pd.read_parquet(c["data"]["dataset"])
+    cols = input_columns(c["features"], ptx_columns(c, df))
+    # The tiny table is eager fp32 / amp_fp16 only: ask for one row as it is, as TensorRT, as bf16, as int8.
+    one = df[cols].iloc[[0]]
+    X = pd.concat([one] * 4, ignore_index=True)
+    X["precision"] = ["amp_fp16", "amp_fp16", "bf16", "int8"]
+    X["compile_mode"] = ["eager", "tensorrt", "eager", "eager"]
+    return c, df, cols, fit_model(c, df), X
+
+
+def test_unseen_runtime_and_precision_class_fall_back(fitted):
+    c, df, cols, model, X = fitted
+    assert c["target"]["unseen_fallback"] is True and model.unseen_fallback
+    base = model.baseline_ms(X)
+    learned = np.exp(model.regressor_.predict(X)) * base
+    median = np.exp(model.median_log_efficiency_) * base
+    pred = model.predict(X)
+    # eager amp_fp16 and bf16 (the 16-bit tensor-core class amp_fp16 taught) keep the learned correction
+    assert pred[[0, 2]] == pytest.approx(learned[[0, 2]], rel=1e-12)
+    # TensorRT and int8, which no training row has, get the bare estimate x the median training efficiency
+    assert pred[[1, 3]] == pytest.approx(median[[1, 3]], rel=1e-12)
+    assert not np.allclose(learned[[1, 3]], median[[1, 3]])  # and that is a change
+    y = df["target"].to_numpy(dtype=float)
+    assert model.median_log_efficiency_ == pytest.approx(float(np.median(np.log(y / model.baseline_ms(df[cols])))))
+    masks = model.unseen(X)
+    assert list(masks["compile_mode"]) == [False, True, False, False]
+    assert list(masks["precision"]) == [False, False, False, True]
+
+
+def test_the_served_fast_path_applies_the_same_rule(fitted):
+    _, _, cols, model, X = fitted
+    fast = FastPipeline(model).predict({c: X[c].to_numpy() for c in cols})
+    np.testing.assert_allclose(fast, model.predict(X), rtol=1e-12)
+
+
+def test_fallback_off_keeps_the_learned_correction(fitted):
+    c, df, cols, _, X = fitted
+    off = {**c, "target": {**c["target"], "unseen_fallback": False}}
+    model = fit_model(off, df)
+    assert model.unseen(X) == {}
+    np.testing.assert_allclose(model.predict(X), np.exp(model.regressor_.predict(X)) * model.baseline_ms(X),
+                               rtol=1e-12)
