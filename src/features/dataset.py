@@ -36,6 +36,8 @@ class DatasetReport:
     static_filled_from_zoo: dict[str, int] = field(default_factory=dict)
     static_filled_from_same_model: dict[str, int] = field(default_factory=dict)
     ptx_table: str | None = None
+    # Rows kept without PTX counts (features.ptx_missing=impute): the Pipeline imputes them from GMACs.
+    ptx_imputed_by_source: dict[str, int] = field(default_factory=dict)
     # Rows whose (model_key, img_size) has a kernel profile (features with physics: the rest are priced from
     # whole-network numbers).
     layer_profile_rows: int | None = None
@@ -63,6 +65,7 @@ class DatasetReport:
             "static_filled_from_zoo": self.static_filled_from_zoo,
             "static_filled_from_same_model": self.static_filled_from_same_model,
             "ptx_table": self.ptx_table,
+            "ptx_imputed_by_source": self.ptx_imputed_by_source,
             "layer_profile_rows": self.layer_profile_rows,
         }
 
@@ -191,7 +194,15 @@ def build_dataset(
             raise DatasetError(f"{ptx_path}: features.use_ptx=true but the PTX count table does not exist")
         df, ptx_cols = join_ptx(df, read_table(ptx_path, PTX_KEYS), feat_cfg["ptx_prefix"], ptx_path)
         report.ptx_table = str(data_cfg["ptx_counts"])
-        df = report.drop(df, df[ptx_cols].notna().all(axis=1), "no PTX counts for (model, size, batch, cc)")
+        counted = df[ptx_cols].notna().all(axis=1)
+        missing = feat_cfg.get("ptx_missing", "drop")
+        if missing == "drop":
+            df = report.drop(df, counted, "no PTX counts for (model, size, batch, cc)")
+        elif missing == "impute":
+            report.ptx_imputed_by_source = {str(k): int(v)
+                                            for k, v in df.loc[~counted, "source"].value_counts().items()}
+        else:
+            raise DatasetError(f"features.ptx_missing={missing!r}: expected 'drop' or 'impute'")
 
     for col in feat_cfg.get("open_categorical") or []:
         df[col] = df[col].fillna("unknown").astype(str).replace("", "unknown")

@@ -23,7 +23,9 @@ BYTES_PER_ELEMENT = {"fp32": 4.0, "fp64": 8.0, "fp16": 2.0, "bf16": 2.0, "amp_fp
 HALF_PRECISIONS = {"fp16", "bf16", "amp_fp16", "amp_bf16"}
 # Counts that may be zero get log1p instead of log.
 LOG1P_COLUMNS = {"tensor_cores"}
-NO_LOG_COLUMNS = {"compute_capability", "framework_release", "tf32_conv_default"}
+NO_LOG_COLUMNS = {"compute_capability", "framework_release", "tf32_conv_default", "ptx_counted"}
+# 1 where the CNN's PTX counts were looked up, 0 where imputed from GMACs (a CNN the zoo never counted).
+PTX_COUNTED = "ptx_counted"
 EPS = 1e-12
 
 ENGINEERED = [
@@ -235,8 +237,8 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         if list(index.columns) != list(self.ptx_features):
             raise ValueError(f"PTX index columns {index.columns[:3]}... differ from ptx_features "
                              f"{list(self.ptx_features)[:3]}...")
-        counts = index.counts(X, self.ptx_per_gmac_)
-        return [counts[:, j] for j in range(counts.shape[1])]
+        counts, counted = index.counts(X, self.ptx_per_gmac_)
+        return [counts[:, j] for j in range(counts.shape[1])] + [counted.astype(float)]
 
     def encoded_categoricals(self) -> list[str]:
         """Categorical inputs one-hot encoded (the release column is turned into numbers instead)."""
@@ -245,6 +247,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
     def numeric_names(self) -> list[str]:
         specs = list(self.gpu_features) if self.spec_features else []
         names = list(self.numeric_inputs) + specs + list(self.ptx_features)
+        names += [PTX_COUNTED] if self._ptx_index() is not None else []
         names += ENGINEERED if self.engineered else []
         names += RELEASE_FEATURES if self.release_column else []
         return names + (self._physics_names() if self.physics is not None else [])

@@ -157,14 +157,15 @@ class PtxIndex:
         per = np.where(self._scaled(), got[ok] / np.maximum(work, 1e-12)[:, None], got[ok])
         return np.median(per, axis=0)
 
-    def counts(self, X: Mapping[str, Any], per_gmac: np.ndarray) -> np.ndarray:
-        """`lookup`, with never-counted CNNs imputed from their GMACs x batch times `per_gmac`."""
+    def counts(self, X: Mapping[str, Any], per_gmac: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(`lookup` with never-counted CNNs imputed from their GMACs x batch times `per_gmac`, whether each row
+        was counted)."""
         out = self.lookup(X)
         miss = np.isnan(out).any(axis=1)
         if miss.any():
             work = (np.asarray(X["gmacs"], dtype=float) * np.asarray(X["batch_size"], dtype=float))[miss]
             out[miss] = np.where(self._scaled(), np.asarray(per_gmac) * work[:, None], per_gmac)
-        return out
+        return out, ~miss
 
     def _scaled(self) -> np.ndarray:
         return np.array([c not in UNSCALED for c in self.columns])

@@ -60,3 +60,25 @@ def test_fallback_off_keeps_the_learned_correction(fitted):
     assert model.unseen(X) == {}
     np.testing.assert_allclose(model.predict(X), np.exp(model.regressor_.predict(X)) * model.baseline_ms(X),
                                rtol=1e-12)
+
+
+def test_a_cnn_without_ptx_counts_is_trained_and_served_with_imputed_counts(tmp_path):
+    from src.features.dataset import write_dataset
+
+    ov = tiny.overrides(tmp_path)
+    c = OmegaConf.to_container(compose(ov + ["model=dt"]), resolve=True)
+    table = pd.read_parquet(c["data"]["ptx_counts"])
+    table[table["model_key"] != "vgg16"].to_parquet(c["data"]["ptx_counts"])
+    write_dataset(c)
+    df = pd.read_parquet(c["data"]["dataset"])
+    cols = input_columns(c["features"], ptx_columns(c, df))
+    model = fit_model(c, df)
+    perf = model.regressor_.named_steps["features"].named_steps["perf"]
+    feats = perf.transform(df[cols])
+    vgg = (df["model_key"] == "vgg16").to_numpy()
+    assert vgg.any() and (feats.loc[vgg, "ptx_counted"] == 0).all() and (feats.loc[~vgg, "ptx_counted"] == 1).all()
+    # vgg16's counts are its GMACs x batch x the training rows' median count per GMAC
+    fma = perf.ptx_per_gmac_[perf.ptx_features.index("ptx_class_fma")]
+    want = np.log1p(fma * df.loc[vgg, "gmacs"] * df.loc[vgg, "batch_size"]).to_numpy()
+    np.testing.assert_allclose(feats.loc[vgg, "log1p_ptx_class_fma"].to_numpy(), want, rtol=1e-12)
+    assert np.isfinite(model.predict(df[cols])).all()

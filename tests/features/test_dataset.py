@@ -25,7 +25,7 @@ def test_filters_are_counted(tmp_path):
     n_gpu_rows = len(CNNS) * len(GPUS) * 4 * 2 * 2
     # the default feature set joins the PTX counts, which the tiny table has for every CNN GPU row
     assert len(df) == n_gpu_rows and ptx and all(c.startswith("ptx_") for c in ptx)
-    assert [s["dropped"] for s in rep.steps if s["reason"].startswith("no PTX")] == [0]
+    assert rep.ptx_imputed_by_source == {} and not [s for s in rep.steps if s["reason"].startswith("no PTX")]
     assert not df["gpu"].str.startswith("cpu:").any()
     steps = {s["reason"].split(":")[0]: s for s in rep.steps}
     assert steps["is_cpu"]["dropped"] == 3
@@ -80,4 +80,24 @@ def test_missing_column_names_file(tmp_path):
     c = cfg(tmp_path)
     pd.read_parquet(c["data"]["gpus"]).drop(columns=["sm_count"]).to_parquet(c["data"]["gpus"])
     with pytest.raises(DatasetError, match=r"gpus.parquet: missing required column\(s\) \['sm_count'\]"):
+        build_dataset(tmp_path, c["data"], c["features"], c["target"])
+
+
+def test_rows_without_ptx_counts_are_kept_for_imputation_or_dropped(tmp_path):
+    """The default set keeps a CNN the zoo never counted (the Pipeline imputes its counts) and says how many rows;
+    ptx_missing=drop leaves them out, counted; anything else is refused."""
+    c = cfg(tmp_path)
+    table = pd.read_parquet(c["data"]["ptx_counts"])
+    table[table["model_key"] != "vgg16"].to_parquet(c["data"]["ptx_counts"])
+    df, rep, cols = build_dataset(tmp_path, c["data"], c["features"], c["target"])
+    vgg = df["model_key"] == "vgg16"
+    assert c["features"]["ptx_missing"] == "impute" and vgg.sum() == 4 * 4 * 2 * 2
+    assert df.loc[vgg, cols].isna().all().all() and df.loc[~vgg, cols].notna().all().all()
+    assert rep.ptx_imputed_by_source == {"own": 64}
+    c["features"]["ptx_missing"] = "drop"
+    df, rep, _ = build_dataset(tmp_path, c["data"], c["features"], c["target"])
+    assert "vgg16" not in set(df["model_key"])
+    assert [s["dropped"] for s in rep.steps if s["reason"].startswith("no PTX")] == [64]
+    c["features"]["ptx_missing"] = "zero"
+    with pytest.raises(DatasetError, match="features.ptx_missing='zero': expected 'drop' or 'impute'"):
         build_dataset(tmp_path, c["data"], c["features"], c["target"])

@@ -69,7 +69,9 @@ def test_never_counted_cnn_is_nan_then_imputed_from_gmacs(counts):
            "batch_size": np.array([2.0, 2.0]), "compute_capability": np.array([8.6, 8.6]),
            "gmacs": np.array([4.1, 8.2])}
     assert np.isnan(idx.lookup(ask)[1]).all() and np.isfinite(idx.lookup(ask)[0]).all()
-    got = idx.counts(ask, per)
+    got, counted = idx.counts(ask, per)
+    assert list(counted) == [True, False]
+    np.testing.assert_array_equal(got[0], idx.lookup(ask)[0])
     col = idx.columns.index("ptx_thread_instructions")
     assert got[1, col] == pytest.approx(per[col] * 8.2 * 2)
     assert got[1, idx.columns.index("ptx_launches")] == per[idx.columns.index("ptx_launches")]
