@@ -36,7 +36,7 @@ class DatasetReport:
     static_filled_from_zoo: dict[str, int] = field(default_factory=dict)
     static_filled_from_same_model: dict[str, int] = field(default_factory=dict)
     ptx_table: str | None = None
-    # Rows kept without PTX counts (features.ptx_missing=impute): the Pipeline imputes them from GMACs.
+    # Rows of the final table without PTX counts (features.ptx_missing=impute): the Pipeline imputes them.
     ptx_imputed_by_source: dict[str, int] = field(default_factory=dict)
     # Rows whose (model_key, img_size) has a kernel profile (features with physics: the rest are priced from
     # whole-network numbers).
@@ -198,10 +198,7 @@ def build_dataset(
         missing = feat_cfg.get("ptx_missing", "drop")
         if missing == "drop":
             df = report.drop(df, counted, "no PTX counts for (model, size, batch, cc)")
-        elif missing == "impute":
-            report.ptx_imputed_by_source = {str(k): int(v)
-                                            for k, v in df.loc[~counted, "source"].value_counts().items()}
-        else:
+        elif missing != "impute":
             raise DatasetError(f"features.ptx_missing={missing!r}: expected 'drop' or 'impute'")
 
     for col in feat_cfg.get("open_categorical") or []:
@@ -234,6 +231,9 @@ def build_dataset(
     for c in feat_cfg["categorical_inputs"]:
         out[c] = out[c].astype(str)
     report.rows_out = len(out)
+    if ptx_cols:  # rows of the final table whose counts the Pipeline imputes (features.ptx_missing=impute)
+        imputed = out[ptx_cols].isna().any(axis=1)
+        report.ptx_imputed_by_source = {str(k): int(v) for k, v in out.loc[imputed, "source"].value_counts().items()}
     report.by_source = {str(k): int(v) for k, v in out["source"].value_counts().items()}
     report.gpus = {str(k): int(v) for k, v in out["gpu"].value_counts().items()}
     return out, report, ptx_cols
