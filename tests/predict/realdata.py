@@ -26,10 +26,18 @@ def processed_dir(tmp: Path) -> Path:
     return out
 
 
+def committed_table(processed: Path, name: str) -> Path:
+    """A table the ingest does not write (static features, PTX counts: outputs of the `ptx` stage, committed to
+    git): the one beside the ingested tables if present, else the repo's committed copy (a fresh clone)."""
+    here = processed / name
+    return here if here.exists() else REPO / "data" / "processed" / name
+
+
 def overrides(processed: Path, tmp: Path) -> list[str]:
     """Hydra overrides: real tables, temp MLflow store and artifact root, temp dataset output."""
     return [f"data.measurements={processed / 'measurements.parquet'}", f"data.gpus={processed / 'gpus.parquet'}",
-            f"data.static_features={processed / 'static_features.parquet'}",
-            f"data.ptx_counts={processed / 'ptx_counts.parquet'}", f"data.dataset={tmp / 'dataset.parquet'}",
+            f"data.static_features={committed_table(processed, 'static_features.parquet')}",
+            f"data.ptx_counts={committed_table(processed, 'ptx_counts.parquet')}",
+            f"data.dataset={tmp / 'dataset.parquet'}",
             f"data.kernel_profiles={tmp / 'kernel_profiles.parquet'}",
             f"mlflow.tracking_uri=sqlite:///{tmp}/mlflow.db", f"mlflow.artifact_root=file://{tmp}/mlartifacts"]
