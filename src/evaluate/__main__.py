@@ -33,7 +33,8 @@ KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
 GROUP_KEYS = ("group_median_mape", "group_worst_mape", "worst_group", "groups_scored")
 RANK_KEYS = ("configs", "gpus_mean", "spearman_median", "spearman_mean", "top1_share",
              "top1_miss_slowdown_median")
-TRACE_KEYS = ("split_fingerprint", "optuna_study", "cv_mape", "test_rows", "folds", "n_features")
+TRACE_KEYS = ("split_fingerprint", "optuna_study", "cv_mape", "selection_cv_mape", "test_rows", "folds",
+              "n_features")
 
 
 def collect(reports_dir, models=MODELS) -> tuple[dict, dict]:

@@ -2,8 +2,9 @@
 
 The champion is the reported run: exactly the runs behind the `random` rows of reports/metrics.json (this
 pipeline run's `evaluate` output; each run named by its training job's run log reports/train/runs/<model>.json)
-are registered, never a search of the store. "Best" = lowest validation
-(cross-validated, training-part) `cv_mape` among those rows; the test split plays no part in the choice.
+are registered, never a search of the store. "Best" = lowest `selection_cv_mape` among those rows: a CV on the
+training part with the same folds over the same rows for every model (each model's own tuning `cv_mape` may be
+on a sample of its choice); the test split plays no part in the choice.
 Refuses (exit code 1, registry unchanged) a stale or inconsistent metrics file and, unless
 `register.allow_dirty=true`, a dirty working tree or a run trained from one. Writes reports/train/registry.json
 (names, aliases, metrics: the same bytes when the same runs are reported) and the run log
@@ -46,8 +47,8 @@ def main(cfg: DictConfig) -> None:
     write_run_log(REPO_ROOT / c["reports_dir"], "registry", run_log)
     for k in ("dt", "best"):
         r = out[k]
-        log.info("%s v%d (%s, run %s, cv MAPE %.2f %%, test MAPE %.2f %%) -> %s", r["name"], r["version"],
-                 r["estimator"], r["run_id"], r["validation_cv_mape"], r["test_mape"], r["uri"])
+        log.info("%s v%d (%s, run %s, selection cv MAPE %.2f %%, test MAPE %.2f %%) -> %s", r["name"], r["version"],
+                 r["estimator"], r["run_id"], r["selection_cv_mape"], r["test_mape"], r["uri"])
 
 
 if __name__ == "__main__":

@@ -29,6 +29,9 @@ from src.tracking import file_md5, git_commit, run_log_path
 log = logging.getLogger("cnnperf.register")
 
 PROTOCOL = "random"  # the protocol whose run holds the served model (fitted on the 70 % training part)
+# Keys every `random` row must have: the test MAPE, the model's own tuning CV and the selection CV that ranks the
+# models (the same folds over the same rows for every model, src.train.run.Trainer.selection_cv).
+ROW_KEYS = ("mape", "cv_mape", "selection_cv_mape")
 METRIC_TAGS = ("mape", "r2", "adj_r2")  # per protocol, as `<protocol>.<metric>` model-version tags
 RUN_TAGS = ("git_commit", "git_dirty", "data_version", "dataset_version", "split_fingerprint", "optuna_study")
 # What differs between two registrations of the same reported runs: kept out of the committed registry.json,
@@ -67,7 +70,7 @@ def load_metrics(path: Path, rel: str) -> dict:
     if not rows:
         raise RegistrationRefused(f"{rel} has no '{PROTOCOL}' protocol rows: nothing to register")
     for model, row in rows.items():
-        for key in ("mape", "cv_mape"):
+        for key in ROW_KEYS:
             if row.get(key) is None:
                 raise RegistrationRefused(f"{rel}: row {PROTOCOL}/{model} has no '{key}' (written by an older "
                                           f"src.evaluate?): run dvc repro")
@@ -109,7 +112,7 @@ def check_run(client: MlflowClient, model: str, run_id: str, row: dict, data_ver
     for key, want in (("model", model), ("protocol", PROTOCOL)):
         if tags.get(key) != want:
             raise RegistrationRefused(f"{what} has tag {key}={tags.get(key)!r}, but the row is for {key} {want!r}")
-    for key in ("mape", "cv_mape"):
+    for key in ROW_KEYS:
         got, want = run.data.metrics.get(key), float(row[key])
         if got is None or not math.isclose(got, want, rel_tol=1e-9, abs_tol=0.0):
             raise RegistrationRefused(f"{what} has metric {key}={got!r}, but {rel} says {key}={want!r}: the file "
@@ -121,11 +124,15 @@ def check_run(client: MlflowClient, model: str, run_id: str, row: dict, data_ver
 
 
 def choose(table: dict, dt_key: str = "dt") -> tuple[str, str]:
-    """(dt model key, best model key): best = lowest validation `cv_mape` among the `random` rows (ties: first)."""
+    """(dt model key, best model key): best = lowest `selection_cv_mape` among the `random` rows (ties: first).
+
+    Not the tuning `cv_mape`: models may tune on different rows (a sample, or all of them), and scores on
+    different rows do not rank models; the selection CV scores every model's chosen parameters on the same folds.
+    """
     rows = table[PROTOCOL]
     if dt_key not in rows:
         raise KeyError(dt_key)
-    best = min(rows, key=lambda m: float(rows[m]["cv_mape"]))
+    best = min(rows, key=lambda m: float(rows[m]["selection_cv_mape"]))
     return dt_key, best
 
 
@@ -137,7 +144,8 @@ def version_tags(champ: Champion, table: dict, metrics_md5: str) -> dict[str, st
     """Tags of a registered version: provenance of its run, its validation score and its reported metrics."""
     tags = champ.run.data.tags
     out = {k: str(tags.get(k) or champ.row.get(k) or "") for k in RUN_TAGS}
-    out.update({"validation_cv_mape": fmt(champ.row["cv_mape"]), "estimator": champ.model,
+    out.update({"validation_cv_mape": fmt(champ.row["cv_mape"]),
+                "selection_cv_mape": fmt(champ.row["selection_cv_mape"]), "estimator": champ.model,
                 "metrics_json_md5": metrics_md5})
     for protocol, rows in table.items():
         row = rows.get(champ.model) if isinstance(rows, dict) else None
@@ -176,6 +184,7 @@ def register_version(client: MlflowClient, champ: Champion, name: str, alias: st
     client.set_registered_model_alias(name, alias, v)
     return {"name": name, "version": int(v), "alias": alias, "uri": f"models:/{name}@{alias}", "run_id": run_id,
             "estimator": champ.model, "validation_cv_mape": float(champ.row["cv_mape"]),
+            "selection_cv_mape": float(champ.row["selection_cv_mape"]),
             "test_mape": float(champ.row["mape"]), "git_commit": tags["git_commit"],
             "git_dirty": tags["git_dirty"], "data_version": tags["data_version"],
             "dataset_version": tags["dataset_version"], "split_fingerprint": tags["split_fingerprint"],

@@ -7,6 +7,9 @@ Protocol, in short (details in docs/training.md):
   hand-set `warm_start`), cross-validated on at most `sweep.tune_max_rows` rows of the fold's training part,
   grouped by the protocol's unit (configuration, CNN, GPU or family);
 - the best parameters are refitted on the fold's whole training part and scored once on its held-out part;
+- the `random` protocol also scores the chosen parameters by a selection CV (`selection_cv_mape`): the same
+  grouped folds over ALL rows of its training part for every model, whatever rows each model tuned on, so that
+  `register` compares the models on identical rows;
 - headline metrics are pooled over all held-out rows (n = rows scored), with the median and worst group beside.
 The `random` protocol's model is the one logged for serving (the reported run is the served run).
 """
@@ -17,11 +20,16 @@ import contextlib
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import mlflow
 import numpy as np
+import optuna
 import pandas as pd
+from mlflow.entities import Metric, Param
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from tqdm.auto import tqdm
 
 from src.config import REPO_ROOT
@@ -43,7 +51,7 @@ from src.train.protocols import (
     twins_across,
 )
 from src.train.protocols import subsample as sub
-from src.train.tuning import create_study, trials_frame, tune
+from src.train.tuning import create_study, cv_mape, trials_frame, tune
 
 log = logging.getLogger("cnnperf.train")
 METRIC_KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
@@ -158,8 +166,9 @@ class Trainer:
 
     # -- one fold ----------------------------------------------------------------------------------------
     def fit_fold(self, protocol: str, fold, labels: np.ndarray | None, warm: dict | None, log_trials: bool,
-                 run_prefix: str) -> tuple:
-        """Tune on the fold's training part only (grouped CV), refit, predict its held-out part."""
+                 run_prefix: str, parent_run: str | None = None) -> tuple:
+        """Tune on the fold's training part only (grouped CV), refit, predict its held-out part; trial runs nest
+        under `parent_run` (default: the active run; a fold run in a worker thread names its own)."""
         b = self.budget()
         tune_idx = sub(fold.train, b["tune_max_rows"], self.seed)
         splits = cv_splits(len(tune_idx), None if labels is None else labels[tune_idx], b["cv_folds"], self.seed)
@@ -167,7 +176,7 @@ class Trainer:
         t0 = time.perf_counter()
         tune(study, self.c["model"]["search_space"], self.make_model, self.X.iloc[tune_idx], self.y[tune_idx],
              splits, b["n_trials"], log_trials, run_prefix, enqueue=warm,
-             progress=self.progress and protocol == "random")
+             progress=self.progress and protocol == "random", parent_run=parent_run)
         t_tune = time.perf_counter() - t0
         best = dict(study.best_params)
         t0 = time.perf_counter()
@@ -178,6 +187,61 @@ class Trainer:
         t_pred = time.perf_counter() - t0
         timing = {"tune": t_tune, "fit": t_fit, "predict": t_pred}
         return study, best, model, pred, timing
+
+    def selection_splits(self, fold, labels: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Folds over every row of the fold's training part (positions into `fold.train`), grouped like the
+        protocol's tuning CV; they depend only on the data, the groups, `sweep.cv_folds` and the seed."""
+        return cv_splits(len(fold.train), None if labels is None else labels[fold.train],
+                         int(self.c["sweep"]["cv_folds"]), self.seed)
+
+    def selection_cv(self, fold, labels: np.ndarray | None, best: dict) -> float:
+        """CV MAPE of the tuned parameters on `selection_splits`: identical rows and folds for every model, so that
+        the models can be ranked by it even when they tuned on different rows (`tune_max_rows` per model)."""
+        return cv_mape(self.make_model, best, self.X.iloc[fold.train], self.y[fold.train],
+                       self.selection_splits(fold, labels))
+
+    def fold_job(self, fold, protocol: str, labels: np.ndarray | None, warm: dict | None, log_trials: bool,
+                 single: bool, n_folds: int, protocol_run: str, art: Path) -> dict:
+        """One outer fold: tune, refit, predict, score, importances; its MLflow run (a child of the protocol run)
+        through the client API, so that folds can run in worker threads (`sweep.fold_jobs`): MLflow's active-run
+        stack is per thread. A fold's numbers depend only on its data and the seed, never on the thread."""
+        s = self.c["sweep"]
+        client = MlflowClient()
+        fold_run = None
+        if not single:
+            exp = client.get_run(protocol_run).info.experiment_id
+            fold_run = client.create_run(exp, run_name=f"{self.name}/{protocol}/{fold.name}", tags={
+                **self.tags, "protocol": protocol, "run_kind": "fold", "held_out": json.dumps(fold.held_out[:200]),
+                MLFLOW_PARENT_RUN_ID: protocol_run}).info.run_id
+        status = "FAILED"
+        try:
+            prefix = f"{self.name}/{protocol}" + ("" if single else f"/{fold.name}")
+            study, best, model, pred, t = self.fit_fold(protocol, fold, labels, warm, log_trials, prefix,
+                                                        parent_run=fold_run or protocol_run)
+            n_feat = len(feature_names(model))
+            m = all_metrics(self.y[fold.test], pred, n_feat)
+            cv = float(study.best_value)
+            if fold_run:
+                now = int(time.time() * 1000)
+                params = {**{f"best_{k}": v for k, v in best.items()}, "train_rows": len(fold.train),
+                          "test_rows": len(fold.test)}
+                client.log_batch(fold_run, params=[Param(k, str(v)) for k, v in params.items()],
+                                 metrics=[Metric(k, float(v), now, 0) for k, v in {**m, "cv_mape": cv}.items()])
+            else:
+                trials_frame(study).to_csv(art / "trials.csv", index=False)
+            perm_rows = max(200, int(s["perm_max_rows"]) // max(1, n_folds))
+            perm = permutation(model, self.X.iloc[fold.test], self.y[fold.test], self.cols, perm_rows,
+                               int(s["perm_repeats"]), self.seed)
+            row = {**m, "rows": int(len(fold.test)), "held_out": fold.held_out[:50],
+                   "held_out_groups": len(fold.held_out), "twins_across": twins_across(self.df, fold.train, fold.test)}
+            p = self.pred_frame(fold.test, pred)
+            p["fold"] = fold.name
+            status = "FINISHED"
+            return {"model": model, "timing": t, "cv_mape": cv, "perm": perm,
+                    "native": native_importances(model, self.name), "row": row, "best": best, "pred": p}
+        finally:
+            if fold_run:
+                client.set_terminated(fold_run, status)
 
     # -- one protocol ------------------------------------------------------------------------------------
     def run_protocol(self, protocol: str, warm: dict | None) -> dict:
@@ -207,39 +271,25 @@ class Trainer:
             fold_rows, preds, perm_list, native_list, fold_params, cv_scores = {}, [], [], [], {}, []
             timing = {"tune": 0.0, "fit": 0.0, "predict": 0.0}
             model = None
-            for fold in tqdm(folds, desc=f"{self.name} {protocol}", disable=not self.progress or single):
-                ctx = contextlib.nullcontext() if single else mlflow.start_run(
-                    run_name=f"{self.name}/{protocol}/{fold.name}", nested=True)
-                with ctx:
-                    if not single:
-                        mlflow.set_tags({**self.tags, "protocol": protocol, "run_kind": "fold",
-                                         "held_out": json.dumps(fold.held_out[:200])})
-                    prefix = f"{self.name}/{protocol}" + ("" if single else f"/{fold.name}")
-                    study, best, model, pred, t = self.fit_fold(protocol, fold, labels, warm, log_trials, prefix)
+            jobs = 1 if single else max(1, min(int(s.get("fold_jobs", 1)), len(folds)))
+            args = (protocol, labels, warm, log_trials, single, len(folds), run.info.run_id, art)
+            if jobs > 1:  # schema first, in this thread: two threads creating it in a fresh database collide
+                optuna.storages.get_storage(s["storage"])
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                done = (pool.map(lambda f: self.fold_job(f, *args), folds) if jobs > 1
+                        else map(lambda f: self.fold_job(f, *args), folds))
+                for fold, out in zip(folds, tqdm(done, total=len(folds), desc=f"{self.name} {protocol}",
+                                                 disable=not self.progress or single), strict=True):
+                    model = out["model"]
                     for k in timing:
-                        timing[k] += t[k]
-                    n_feat = len(feature_names(model))
-                    m = all_metrics(self.y[fold.test], pred, n_feat)
-                    cv_scores.append(float(study.best_value))
-                    if not single:
-                        mlflow.log_params({f"best_{k}": v for k, v in best.items()})
-                        mlflow.log_params({"train_rows": len(fold.train), "test_rows": len(fold.test)})
-                        mlflow.log_metrics({**m, "cv_mape": float(study.best_value)})
-                    else:
-                        trials_frame(study).to_csv(art / "trials.csv", index=False)
-                    perm_rows = max(200, int(s["perm_max_rows"]) // max(1, len(folds)))
-                    perm_list.append(permutation(model, self.X.iloc[fold.test], self.y[fold.test], self.cols,
-                                                 perm_rows, int(s["perm_repeats"]), self.seed))
-                    nat = native_importances(model, self.name)
-                    if nat:
-                        native_list.append(nat)
-                    fold_rows[fold.name] = {**m, "rows": int(len(fold.test)), "held_out": fold.held_out[:50],
-                                            "held_out_groups": len(fold.held_out),
-                                            "twins_across": twins_across(self.df, fold.train, fold.test)}
-                    fold_params[fold.name] = best
-                    p = self.pred_frame(fold.test, pred)
-                    p["fold"] = fold.name
-                    preds.append(p)
+                        timing[k] += out["timing"][k]
+                    cv_scores.append(out["cv_mape"])
+                    perm_list.append(out["perm"])
+                    if out["native"]:
+                        native_list.append(out["native"])
+                    fold_rows[fold.name] = out["row"]
+                    fold_params[fold.name] = out["best"]
+                    preds.append(out["pred"])
             pred_df = pd.concat(preds, ignore_index=True)
             n_feat = len(feature_names(model))
             pooled = all_metrics(pred_df["measured"], pred_df["predicted"], n_feat)
@@ -274,6 +324,10 @@ class Trainer:
                       "aggregation": "pooled over all held-out rows (n = rows scored); median/worst over groups "
                                      f"of >= {c['split']['min_group_rows']} rows"}
             if serve:
+                t0 = time.perf_counter()
+                result["selection_cv_mape"] = self.selection_cv(folds[0], labels, fold_params[folds[0].name])
+                result["timing_s"]["selection_cv"] = time.perf_counter() - t0
+                mlflow.log_metric("selection_cv_mape", result["selection_cv_mape"])
                 info = log_served_model(model, c, self.df, folds[0].test, self.name, train_rows=folds[0].train)
                 mlflow.set_tag("model_uri", info.model_uri)
                 result.update({"model_uri": info.model_uri, "best_params": fold_params[folds[0].name],
@@ -306,6 +360,7 @@ class Trainer:
             "dataset": {"path": self.c["data"]["dataset"], "rows": int(len(self.df)),
                         "md5": self.tags["dataset_version"]},
             "budget": self.budget(), "validation_cv_mape": results.get("random", {}).get("cv_mape"),
+            "selection_cv_mape": results.get("random", {}).get("selection_cv_mape"),
             "protocols": results, "wall_seconds": time.perf_counter() - t0,
         }
         stable, run_log = split_run_log(summary)

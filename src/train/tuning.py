@@ -96,15 +96,16 @@ class TrialRun:
 def tune(study: optuna.Study, space: dict, make_model: Callable[[dict], object], X: pd.DataFrame,
          y: np.ndarray, splits, n_trials: int, log_trials: bool, run_prefix: str,
          enqueue: dict | None = None, progress: bool = True,
-         policy: shared.FaultPolicy | None = None, drain: bool = True) -> optuna.Study:
+         policy: shared.FaultPolicy | None = None, drain: bool = True, parent_run: str | None = None) -> optuna.Study:
     """Run `n_trials` trials; each trial becomes a nested MLflow run (params, cv_mape, state).
 
     A shared study instead runs its queued trials until its budget (which must equal `n_trials`) is spent by
     all its workers (`drain`: and until none runs anywhere); `policy` says how to ride out database outages there.
+    `parent_run` names the run the trial runs nest under (default: the active run of this thread).
     """
     found = shared.settings(study)
     active = mlflow.active_run()
-    parent = active.info.run_id if active else (found or {}).get("mlflow_run_id")
+    parent = parent_run or (active.info.run_id if active else (found or {}).get("mlflow_run_id"))
 
     def objective(trial: optuna.Trial) -> float:
         # The run first, so that a trial failing at any step below still has its (FAILED) run.

@@ -29,11 +29,14 @@ MODELS = ("lr", "knn", "rf", "dt", "xgb")
 DATA = "data/processed/measurements.parquet"
 METRICS = "reports/metrics.json"
 RUN_LOGS = "reports/train/runs"
-# Pipeline A: xgb has the lowest validation cv_mape of anything in the store.
+# Pipeline A: xgb has the lowest selection CV (the same folds and rows for every model) of anything in the store.
 CV_A = {"lr": 20.0, "knn": 22.0, "rf": 17.0, "dt": 21.0, "xgb": 9.0}
+SEL_A = {"lr": 19.5, "knn": 21.0, "rf": 16.0, "dt": 18.0, "xgb": 8.5}
 MAPE_A = {"lr": 19.0, "knn": 15.0, "rf": 12.0, "dt": 12.5, "xgb": 7.0}
-# Pipeline B (new data): every cv_mape is above A's xgb; rf has the lowest cv_mape, but xgb the lowest test MAPE.
-CV_B = {"lr": 21.0, "knn": 23.0, "rf": 13.0, "dt": 20.0, "xgb": 14.0}
+# Pipeline B (new data): every selection CV is above A's xgb; rf has the lowest selection CV, but xgb the lowest
+# tuning cv_mape (its own tuning rows) and the lowest test MAPE.
+CV_B = {"lr": 21.0, "knn": 23.0, "rf": 13.0, "dt": 20.0, "xgb": 12.0}
+SEL_B = {"lr": 20.5, "knn": 22.0, "rf": 12.5, "dt": 15.0, "xgb": 14.5}
 MAPE_B = {"lr": 18.0, "knn": 16.0, "rf": 11.0, "dt": 13.0, "xgb": 6.5}
 
 
@@ -51,7 +54,7 @@ def write_data(root: Path, seed: int) -> str:
 
 
 def log_run(env: dict, model: str, protocol: str, data_version: str, mape: float, cv: float | None,
-            dirty: str = "False", with_model: bool = True) -> str:
+            dirty: str = "False", with_model: bool = True, sel: float | None = None) -> str:
     tags = {"model": model, "protocol": protocol, "run_kind": "study" if protocol == "random" else "protocol",
             "features": "engineered", "target": "latency", "data_version": data_version,
             "dataset_version": "d" * 32, "gpus_version": "g" * 32, "git_commit": env["commit"], "git_dirty": dirty,
@@ -59,7 +62,8 @@ def log_run(env: dict, model: str, protocol: str, data_version: str, mape: float
             "optuna_study": f"cnnperf-{model}-{protocol}-{data_version[:8]}"}
     with mlflow.start_run(experiment_id=env["exp"], run_name=f"{model}/{protocol}") as run:
         mlflow.set_tags(tags)
-        mlflow.log_metrics({"mape": mape, "r2": 0.9, "adj_r2": 0.89, **({"cv_mape": cv} if cv is not None else {})})
+        mlflow.log_metrics({"mape": mape, "r2": 0.9, "adj_r2": 0.89, **({"cv_mape": cv} if cv is not None else {}),
+                            **({"selection_cv_mape": sel} if sel is not None else {})})
         if with_model:
             est = DecisionTreeRegressor(max_depth=2, random_state=0).fit(np.arange(8.0).reshape(-1, 1), np.arange(8.0))
             info = mlflow.sklearn.log_model(est, name="model", serialization_format="cloudpickle",
@@ -68,15 +72,15 @@ def log_run(env: dict, model: str, protocol: str, data_version: str, mape: float
     return run.info.run_id
 
 
-def pipeline(env: dict, seed: int, cv: dict, mape: dict) -> dict:
+def pipeline(env: dict, seed: int, cv: dict, sel: dict, mape: dict) -> dict:
     """Log one pipeline run's training runs on a new measurement table; returns its data, metrics.json, run ids."""
     dv = write_data(env["root"], seed)
     table: dict = {"random": {}, "leave_gpu_out": {}}
     run_ids: dict = {}
     for m in MODELS:
-        run_ids[m] = log_run(env, m, "random", dv, mape[m], cv[m])
+        run_ids[m] = log_run(env, m, "random", dv, mape[m], cv[m], sel=sel[m])
         table["random"][m] = {"mape": mape[m], "r2": 0.95, "adj_r2": 0.94, "median_ape": 4.0,
-                              "cv_mape": cv[m], "split_fingerprint": f"sf-random-{dv[:6]}",
+                              "cv_mape": cv[m], "selection_cv_mape": sel[m], "split_fingerprint": f"sf-random-{dv[:6]}",
                               "optuna_study": f"cnnperf-{m}-random-{dv[:8]}"}
         log_run(env, m, "leave_gpu_out", dv, 30.0 + cv[m], None, with_model=False)
         table["leave_gpu_out"][m] = {"mape": 30.0 + cv[m], "r2": 0.5, "adj_r2": -0.25,
@@ -105,8 +109,8 @@ def env(tmp_path_factory):
     prev = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
     e = {"tmp": tmp, "root": root, "uri": uri, "exp": exp, "client": client, "commit": git(root, "rev-parse", "HEAD")}
-    e["A"] = pipeline(e, 1, CV_A, MAPE_A)
-    e["B"] = pipeline(e, 2, CV_B, MAPE_B)
+    e["A"] = pipeline(e, 1, CV_A, SEL_A, MAPE_A)
+    e["B"] = pipeline(e, 2, CV_B, SEL_B, MAPE_B)
     yield e
     mlflow.set_tracking_uri(prev)
 
@@ -142,7 +146,7 @@ def test_champion_follows_latest_pipeline_run(env):
 
     use(env, env["B"])
     out_b = register_reported(cfg(env, "follow"), env["root"])
-    # A's xgb run (cv 9.0) is still in the store and lower than anything in B: the alias follows B's file anyway.
+    # A's xgb run (selection cv 8.5) is still in the store and lower than anything in B: the alias follows B's file.
     best, dt = champion(env, "follow-best"), champion(env, "follow-dt")
     assert best.run_id == rb["rf"] and int(best.version) == out_b["best"]["version"] == 2
     assert dt.run_id == rb["dt"] and int(dt.version) == 2
@@ -151,6 +155,7 @@ def test_champion_follows_latest_pipeline_run(env):
 
     tags = best.tags
     assert tags["estimator"] == "rf" and tags["validation_cv_mape"] == "13.0000"
+    assert tags["selection_cv_mape"] == "12.5000"
     assert tags["data_version"] == env["B"]["data_version"] and tags["git_commit"] == env["commit"]
     assert tags["git_dirty"] == "False" and tags["dataset_version"] == "d" * 32
     assert tags["split_fingerprint"] == f"sf-random-{env['B']['data_version'][:6]}"
@@ -165,19 +170,21 @@ def test_champion_follows_latest_pipeline_run(env):
     assert str(env["tmp"]) not in text and "/tmp" not in text
     assert out_b["tracking_uri"] == "sqlite store outside the repository (path not recorded)"
     assert out_b["metrics"] == METRICS
-    for k in ("version", "alias", "run_id", "estimator", "validation_cv_mape", "test_mape", "git_commit",
+    for k in ("version", "alias", "run_id", "estimator", "validation_cv_mape", "selection_cv_mape", "test_mape",
+              "git_commit",
               "data_version", "split_fingerprint"):
         assert k in out_b["dt"] and k in out_b["best"]
     assert len(client.search_model_versions("name = 'follow-best'")) == 2
 
 
-def test_best_follows_cv_mape_of_rows(env):
+def test_best_follows_selection_cv_of_rows(env):
     table = copy.deepcopy(env["B"]["table"])
-    # Same runs, same test scores: only the file's validation choice matters (lowest cv_mape, not lowest mape).
+    # Same runs, same test scores: only the file's selection CV matters, not each model's tuning cv_mape (on rows
+    # of its own choosing) and not the test MAPE.
     use(env, env["B"], table)
     out = register_reported(cfg(env, "cv"), env["root"])
-    assert out["best"]["estimator"] == min(CV_B, key=CV_B.get) == "rf"
-    assert out["best"]["estimator"] != min(MAPE_B, key=MAPE_B.get)
+    assert out["best"]["estimator"] == min(SEL_B, key=SEL_B.get) == "rf"
+    assert min(CV_B, key=CV_B.get) == min(MAPE_B, key=MAPE_B.get) == "xgb"
     assert champion(env, "cv-best").run_id == env["B"]["run_ids"]["rf"]
 
 
@@ -226,8 +233,8 @@ def test_outputs_do_not_make_the_tree_dirty(env):
 def test_run_trained_dirty_refused_unless_allowed(env):
     p = env["B"]
     table = copy.deepcopy(p["table"])
-    rid = log_run(env, "dt", "random", p["data_version"], 12.0, 19.0, dirty="True")
-    table["random"]["dt"].update(mape=12.0, cv_mape=19.0)
+    rid = log_run(env, "dt", "random", p["data_version"], 12.0, 19.0, dirty="True", sel=18.0)
+    table["random"]["dt"].update(mape=12.0, cv_mape=19.0, selection_cv_mape=18.0)
     use(env, p, table, {**p["run_ids"], "dt": rid})
     with pytest.raises(RegistrationRefused, match=rf"run {rid} \(row random/dt of reports/metrics.json\) was "
                                                   r"trained from a working tree with uncommitted changes"):
@@ -254,6 +261,8 @@ def test_register_twice_reuses_version(env):
     ("running", r"is RUNNING, not FINISHED"),
     ("missing", r"does not exist in the tracking store"),
     ("no_cv_mape", r"row random/rf has no 'cv_mape'"),
+    ("no_selection_cv", r"row random/rf has no 'selection_cv_mape'"),
+    ("selection_cv", r"has metric selection_cv_mape=12\.5, but reports/metrics.json says selection_cv_mape=9\.0"),
     ("no_run_log", r"reports/train/runs/rf.json not found: it names the MLflow run behind row random/rf of "
                    r"reports/metrics.json; rerun its training \(`dvc repro -f train@rf`"),
     ("bad_run_log", r"reports/train/runs/rf.json has no protocols.random.run_id \(KeyError"),
@@ -266,13 +275,17 @@ def test_inconsistent_metrics_refused(env, case, pattern):
         row["mape"] = 11.5
     elif case == "tag":
         run_ids["rf"] = run_ids["xgb"]
-        row.update(mape=MAPE_B["xgb"], cv_mape=CV_B["xgb"])
+        row.update(mape=MAPE_B["xgb"], cv_mape=CV_B["xgb"], selection_cv_mape=SEL_B["xgb"])
     elif case == "running":
         run_ids["rf"] = env["client"].create_run(env["exp"], tags={"model": "rf", "protocol": "random"}).info.run_id
     elif case == "missing":
         run_ids["rf"] = "0" * 32
     elif case == "no_cv_mape":
         del row["cv_mape"]
+    elif case == "no_selection_cv":
+        del row["selection_cv_mape"]
+    elif case == "selection_cv":
+        row["selection_cv_mape"] = 9.0
     use(env, p, table, run_ids)
     log = env["root"] / RUN_LOGS / "rf.json"
     if case == "no_run_log":

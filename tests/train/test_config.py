@@ -80,7 +80,7 @@ def test_warm_start_lies_in_search_space(model):
 
 
 def test_tuning_rows_are_the_sweep_default_unless_the_model_sets_its_own():
-    """A model's own `tune_max_rows` (null = every training row) overrides the sweep's sample; none sets one yet."""
+    """A model's own `tune_max_rows` (null = every training row) overrides the sweep's sample; dt sets null."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -91,10 +91,11 @@ def test_tuning_rows_are_the_sweep_default_unless_the_model_sets_its_own():
     def budget(overrides):
         return Trainer.budget(SimpleNamespace(c=OmegaConf.to_container(compose(overrides), resolve=True)))
 
-    assert budget(["model=dt"])["tune_max_rows"] == 3000
+    assert budget(["model=dt"])["tune_max_rows"] is None
+    assert budget(["model=dt", "sweep.tune_max_rows=500"])["tune_max_rows"] is None
     assert budget(["model=xgb"])["tune_max_rows"] == 3000
     assert budget(["model=lr", "sweep.tune_max_rows=500"])["tune_max_rows"] == 500
-    assert budget(["model=dt", "+model.tune_max_rows=null"])["tune_max_rows"] is None
-    assert budget(["model=dt", "sweep.tune_max_rows=500", "+model.tune_max_rows=800"])["tune_max_rows"] == 800
+    assert budget(["model=xgb", "+model.tune_max_rows=null"])["tune_max_rows"] is None
+    assert budget(["model=dt", "sweep.tune_max_rows=500", "model.tune_max_rows=800"])["tune_max_rows"] == 800
     idx = np.arange(5000)
     assert len(subsample(idx, None, 0)) == 5000 and len(subsample(idx, 3000, 0)) == 3000

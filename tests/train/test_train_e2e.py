@@ -2,12 +2,13 @@
 
 import json
 
+import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.train.tiny import trained_store
 
-METRICS = {"mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log", "cv_mape"}
+METRICS = {"mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log", "cv_mape", "selection_cv_mape"}
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,38 @@ def test_registered_alias(store):
     dt = client.get_model_version_by_alias("cnnperf-dt", "champion")
     assert dt.run_id == store["registry"]["dt"]["run_id"]
     best = client.get_model_version_by_alias("cnnperf-best", "champion")
-    # best = lowest validation cv_mape among dt and lr
-    cv = {m: store["summaries"][m]["validation_cv_mape"] for m in ("dt", "lr")}
-    assert store["registry"]["best"]["estimator"] == min(cv, key=cv.get)
+    # best = lowest selection CV (same folds over the same rows for both) among dt and lr
+    sel = {m: store["summaries"][m]["selection_cv_mape"] for m in ("dt", "lr")}
+    assert all(v > 0 for v in sel.values())
+    assert store["registry"]["best"]["estimator"] == min(sel, key=sel.get)
+    assert store["registry"]["best"]["selection_cv_mape"] == pytest.approx(min(sel.values()))
     assert int(best.version) == store["registry"]["best"]["version"]
+
+
+def test_selection_cv_scores_every_model_on_the_same_rows_and_folds(store):
+    """The selection CV behind the best-model choice uses every training row of the random fold, in configuration
+    groups (no twins across its folds), whatever rows a model tuned on; recomputing it gives the logged figure."""
+    from omegaconf import OmegaConf
+
+    from src.config import compose
+    from src.train.protocols import config_ids, group_labels, outer_folds
+    from src.train.run import Trainer
+    from src.train.tuning import cv_mape
+
+    base = OmegaConf.to_container(compose([*store["overrides"], "model=dt"]), resolve=True)
+    splits = {}
+    for rows in (None, 60):
+        c = {**base, "model": {**base["model"], "tune_max_rows": rows}}
+        t = Trainer(c)
+        fold = outer_folds(t.df, "random", c["split"], t.seed)[0][0]
+        labels = group_labels(t.df, "random")
+        splits[rows] = t.selection_splits(fold, labels)
+    assert [(a.tolist(), b.tolist()) for a, b in splits[None]] == [(a.tolist(), b.tolist()) for a, b in splits[60]]
+    ids = config_ids(t.df)[fold.train]
+    validated = np.sort(np.concatenate([va for _, va in splits[None]]))
+    assert validated.tolist() == list(range(len(fold.train)))  # every training row is scored once
+    for tr, va in splits[None]:
+        assert not set(ids[tr]) & set(ids[va])
+    best = store["summaries"]["dt"]["protocols"]["random"]["best_params"]
+    again = cv_mape(t.make_model, best, t.X.iloc[fold.train], t.y[fold.train], splits[None])
+    assert again == pytest.approx(store["summaries"]["dt"]["selection_cv_mape"], rel=1e-9)

@@ -164,5 +164,5 @@ def trained_store(base: Path, models: tuple[str, ...] = ("dt", "lr")) -> dict:
     (base / "metrics.json").write_text(json.dumps(table))
     c = OmegaConf.to_container(compose(ov + [f"register.metrics={base / 'metrics.json'}", "register.allow_dirty=true"]),
                                resolve=True)
-    _TRAINED[key] = {"tmp": base, "cfg": c, "summaries": summaries, "registry": run_register(c)}
+    _TRAINED[key] = {"tmp": base, "cfg": c, "overrides": ov, "summaries": summaries, "registry": run_register(c)}
     return _TRAINED[key]
