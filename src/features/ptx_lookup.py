@@ -123,27 +123,44 @@ class PtxIndex:
     def lookup(self, X: Mapping[str, Any]) -> np.ndarray:
         """Counts (rows x columns) for each row's (model_key, img_size, batch_size, compute_capability); NaN where
         the (CNN, size) was never counted."""
-        keys = np.asarray(X["model_key"], dtype=object)
+        for col in ("img_size", "batch_size", "compute_capability"):
+            bad = np.flatnonzero(~np.isfinite(np.asarray(X[col], dtype=float)))
+            if len(bad):
+                raise ValueError(f"PTX lookup: {col} is missing or not finite in row(s) {bad[:10].tolist()}")
+        keys = np.asarray(X["model_key"], dtype=object).astype(str)
         sizes = np.asarray(X["img_size"], dtype=float).astype(int)
         batch = np.asarray(X["batch_size"], dtype=float)
-        arch = cc_arch_number(np.asarray(X["compute_capability"], dtype=float))
+        arch = cc_arch_number(np.asarray(X["compute_capability"], dtype=float)).astype(int)
         out = np.full((len(keys), len(self.columns)), np.nan)
-        scaled = self._scaled()
-        memo: dict[tuple, tuple[int, float]] = {}
-        for i in range(len(keys)):
-            k = (str(keys[i]), int(sizes[i]), int(arch[i]), float(batch[i]))
-            if k not in memo:
-                archs = self.entries.get(k[:2])
-                if archs is None:
-                    memo[k] = (-1, 0.0)
-                else:
-                    batches = archs[self._arch(k[2], archs)]
-                    below = [b for b in batches if b[0] <= k[3]]
-                    b0, row = below[-1] if below else batches[0]
-                    memo[k] = (row, k[3] / b0)
-            row, f = memo[k]
-            if row >= 0:
-                out[i] = np.where(scaled, self.values[row] * f, self.values[row])
+        if not len(keys):
+            return out
+        # The arch rule runs once per distinct (CNN, size, arch), a few hundred in a training table; the batch rule
+        # (the largest compiled batch not above the row's, else the smallest) then runs on arrays.
+        codes, groups = _factorize_rows(keys, sizes, arch)
+        starts = np.zeros(len(groups), dtype=np.int64)
+        lengths = np.zeros(len(groups), dtype=np.int64)
+        flat_batch: list[int] = []
+        flat_row: list[int] = []
+        for g, (key, size, want) in enumerate(groups):
+            archs = self.entries.get((key, size))
+            if archs is None:
+                continue
+            batches = archs[self._arch(want, archs)]
+            starts[g], lengths[g] = len(flat_batch), len(batches)
+            flat_batch += [b for b, _ in batches]
+            flat_row += [r for _, r in batches]
+        compiled = np.asarray(flat_batch, dtype=float)
+        table_row = np.asarray(flat_row, dtype=np.int64)
+        start, length = starts[codes], lengths[codes]
+        ok = length > 0
+        pick = start.copy()  # the smallest compiled batch unless a larger one is not above the row's batch
+        for j in range(1, int(lengths.max(initial=0))):
+            cand = np.minimum(start + j, max(len(compiled) - 1, 0))
+            fits = ok & (j < length) & (compiled[cand] <= batch)
+            pick = np.where(fits, cand, pick)
+        row = np.where(ok, table_row[np.where(ok, pick, 0)] if len(table_row) else -1, -1)
+        factor = np.where(ok, batch / compiled[np.where(ok, pick, 0)] if len(compiled) else 0.0, 0.0)
+        out[ok] = self.values[row[ok]] * np.where(self._scaled(), factor[ok, None], 1.0)
         return out
 
     def per_gmac(self, X: Mapping[str, Any]) -> np.ndarray:
@@ -169,6 +186,18 @@ class PtxIndex:
 
     def _scaled(self) -> np.ndarray:
         return np.array([c not in UNSCALED for c in self.columns])
+
+
+def _factorize_rows(keys: np.ndarray, sizes: np.ndarray, arch: np.ndarray) -> tuple[np.ndarray, list[tuple]]:
+    """(group code per row, the distinct (model_key, img_size, arch) per code) by integer codes per column."""
+    k_codes, k_uniq = pd.factorize(keys)
+    s_codes, s_uniq = pd.factorize(sizes)
+    a_codes, a_uniq = pd.factorize(arch)
+    combined = (k_codes.astype(np.int64) * len(s_uniq) + s_codes) * len(a_uniq) + a_codes
+    codes, uniq = pd.factorize(combined)
+    a_n, s_n = len(a_uniq), len(s_uniq)
+    groups = [(str(k_uniq[u // (a_n * s_n)]), int(s_uniq[(u // a_n) % s_n]), int(a_uniq[u % a_n])) for u in uniq]
+    return codes, groups
 
 
 @lru_cache(maxsize=4)

@@ -95,3 +95,35 @@ def test_bad_tables_are_refused(counts):
 
 def test_cc_to_arch_number():
     assert list(cc_arch_number(np.array([6.1, 7.5, 8.6, 12.0]))) == [61, 75, 86, 120]
+
+
+def test_two_compiled_batches_scale_from_the_largest_not_above(counts):
+    """With batch 1 and batch 32 compiled (ptx.extra_batches: [32]), batch 16 scales from 1, batch 64 from 32, and
+    a batch below every compiled one from the smallest; rows of another CNN keep their own single batch."""
+    one = counts[(counts["model_key"] == "resnet50") & (counts["img_size"] == 224) & (counts["nvcc_arch"] == "sm_75")]
+    b1 = one[one["batch_size"] == 1].iloc[[0]].copy()
+    b1["count_method"] = "compiled"
+    b32 = b1.copy()
+    cols = ptx_count_columns(counts.columns)
+    b32["batch_size"] = 32
+    b32["count_method"] = "compiled"
+    for c in cols:
+        b32[c] = b1[c] * (1 if c in ("ptx_kernels", "ptx_launches") else 30.0)  # per-sample counts level off
+    other = counts[(counts["model_key"] == "densenet121") & (counts["nvcc_arch"] == "sm_75")]
+    idx = PtxIndex(pd.concat([b1, b32, other]), cols, ["sm_75"])
+    col = idx.columns.index("ptx_thread_instructions")
+    base = float(b1["ptx_thread_instructions"].iloc[0])
+    ask = pd.DataFrame({"model_key": ["resnet50"] * 4 + ["densenet121"], "img_size": [224] * 5,
+                        "batch_size": [16.0, 32.0, 64.0, 0.5, 8.0], "compute_capability": [8.6] * 5})
+    got = idx.lookup(ask)[:, col]
+    dense = other[other["batch_size"] == other["batch_size"].min()].iloc[0]
+    dense_per_sample = dense["ptx_thread_instructions"] / dense["batch_size"]
+    np.testing.assert_allclose(got, [16 * base, 30 * base, 60 * base, 0.5 * base, 8 * dense_per_sample], rtol=1e-12)
+
+
+def test_rows_without_a_size_batch_or_gpu_are_refused(counts):
+    idx = index_of(counts)
+    ask = {"model_key": np.array(["resnet50", "resnet50"]), "img_size": np.array([224, 224]),
+           "batch_size": np.array([1.0, np.nan]), "compute_capability": np.array([8.6, 8.6])}
+    with pytest.raises(ValueError, match=r"batch_size is missing or not finite in row\(s\) \[1\]"):
+        idx.lookup(ask)
