@@ -70,6 +70,9 @@ def load_dataset(c: dict, root: Path = REPO_ROOT) -> pd.DataFrame:
     if not path.exists():
         raise DatasetError(f"{path}: not found; build it with `python -m src.features` (DVC stage `features`)")
     df = pd.read_parquet(path)
+    # Text columns as Python objects, not Arrow strings: the Pipeline reads them as NumPy object arrays at every
+    # fit and predict, and each Arrow -> object conversion walks the column item by item.
+    df = df.astype({col: object for col in df.columns if pd.api.types.is_string_dtype(df[col])})
     ptx = ptx_columns(c, df)
     if c["features"].get("use_ptx") and not ptx:
         raise DatasetError(f"{path}: features.use_ptx=true but the table has no PTX columns; rebuild it with "

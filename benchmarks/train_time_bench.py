@@ -1,0 +1,98 @@
+"""How long one model's grouped protocol trains, folds one at a time against `sweep.fold_jobs` at once, and whether
+the numbers stay the same.
+
+Same dataset (data/processed/dataset.parquet), model, budget, protocol and seed as the pipeline's train stage
+(params.yaml `train:`); each setting trains the protocol from scratch into its own temporary MLflow and Optuna
+stores (so both pay the same store writes). Prints and records, per model: wall seconds at fold_jobs=1 and at
+fold_jobs=N, the speed-up, and whether every held-out prediction, fold parameter and metric is bit-identical.
+Writes reports/bench/train_time_bench.json and an MLflow run (experiment cnnperf-bench) unless --no-mlflow.
+Run it on an otherwise idle machine: it measures wall time.
+
+    python benchmarks/train_time_bench.py [--models lr,dt,xgb] [--protocol leave_family_out] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from omegaconf import OmegaConf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def pipeline_overrides() -> list[str]:
+    """The train stage's Hydra overrides from params.yaml (as dvc.yaml builds them)."""
+    from src.config import REPO_ROOT
+
+    t = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["train"]
+    return [f"features={t['features']}", f"target={t['target']}", f"seed={t['seed']}",
+            f"sweep.n_trials={t['n_trials']}", f"sweep.n_trials_slow={t['n_trials_slow']}",
+            f"sweep.cv_folds={t['cv_folds']}", f"sweep.tune_max_rows={t['tune_max_rows']}",
+            f"split.leave_gpu_out.n_groups={t['leave_gpu_out_groups']}", "progress=false"]
+
+
+def train_protocol(model: str, protocol: str, jobs: int, tmp: Path,
+                   extra: list[str]) -> tuple[float, dict, pd.DataFrame]:
+    """(wall seconds, protocol result, held-out predictions) of one fresh training of `protocol`."""
+    from src.config import compose
+    from src.tracking import setup
+    from src.train.run import Trainer
+
+    folder = tmp / f"{model}-{jobs}"
+    c = OmegaConf.to_container(compose([
+        *pipeline_overrides(), *extra, f"model={model}", f"sweep.fold_jobs={jobs}", f"split.protocols=[{protocol}]",
+        f"mlflow.tracking_uri=sqlite:///{folder}/mlflow.db", f"mlflow.artifact_root=file://{folder}/art",
+        f"sweep.storage=sqlite:///{folder}/optuna.db", f"reports_dir={folder}/reports"]), resolve=True)
+    setup(c["mlflow"]["tracking_uri"], c["mlflow"]["experiment"], c["mlflow"]["artifact_root"])
+    trainer = Trainer(c)
+    warm = dict(c["model"].get("warm_start") or {}) or None
+    t0 = time.perf_counter()
+    res = trainer.run_protocol(protocol, warm)
+    wall = time.perf_counter() - t0
+    return wall, res, pd.read_csv(trainer.out_dir / protocol / "predictions.csv")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="lr,knn,rf,dt,xgb")
+    ap.add_argument("--protocol", default="leave_family_out")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", default="reports/bench/train_time_bench.json")
+    ap.add_argument("--no-mlflow", action="store_true")
+    ap.add_argument("overrides", nargs="*", help="extra Hydra overrides (e.g. data.dataset=...)")
+    a = ap.parse_args()
+    from src.config import REPO_ROOT, compose
+    from src.tracking import record_benchmark
+
+    rows = {}
+    with tempfile.TemporaryDirectory(prefix="train_time_bench_") as tmp:
+        for model in a.models.split(","):
+            one = train_protocol(model, a.protocol, 1, Path(tmp), a.overrides)
+            many = train_protocol(model, a.protocol, a.jobs, Path(tmp), a.overrides)
+            same = (np.array_equal(one[2]["predicted"].to_numpy(), many[2]["predicted"].to_numpy())
+                    and one[1]["fold_params"] == many[1]["fold_params"]
+                    and all(one[1][k] == many[1][k] for k in ("mape", "r2", "adj_r2", "cv_mape")))
+            rows[model] = {"folds": one[1]["folds"], "seconds_one_at_a_time": round(one[0], 2),
+                           f"seconds_{a.jobs}_at_once": round(many[0], 2), "speedup": round(one[0] / many[0], 3),
+                           "identical_results": bool(same), "mape": one[1]["mape"]}
+            print(f"{model:4s} {a.protocol} ({one[1]['folds']} folds): {one[0]:7.1f} s one at a time, "
+                  f"{many[0]:7.1f} s {a.jobs} at once: x{one[0] / many[0]:.2f}; identical results: {same}")
+    out = {"protocol": a.protocol, "jobs": a.jobs, "cpus": os.cpu_count(), "overrides": pipeline_overrides(),
+           "models": rows}
+    mlflow_cfg = None if a.no_mlflow else OmegaConf.to_container(compose([]), resolve=True)["mlflow"]
+    record_benchmark(out, REPO_ROOT / a.out, mlflow_cfg, f"train_time/{a.protocol}", {"protocol": a.protocol},
+                     {f"{m}_speedup": r["speedup"] for m, r in rows.items()}
+                     | {f"{m}_identical": float(r["identical_results"]) for m, r in rows.items()})
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
