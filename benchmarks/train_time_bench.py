@@ -72,6 +72,9 @@ def main() -> None:
     from src.config import REPO_ROOT, compose
     from src.tracking import record_benchmark
 
+    # the store to record in, read before training: each training points MLflow (and MLFLOW_TRACKING_URI, which
+    # the config reads) at its temporary store
+    mlflow_cfg = None if a.no_mlflow else OmegaConf.to_container(compose([]), resolve=True)["mlflow"]
     rows = {}
     with tempfile.TemporaryDirectory(prefix="train_time_bench_") as tmp:
         for model in a.models.split(","):
@@ -87,7 +90,6 @@ def main() -> None:
                   f"{many[0]:7.1f} s {a.jobs} at once: x{one[0] / many[0]:.2f}; identical results: {same}")
     out = {"protocol": a.protocol, "jobs": a.jobs, "cpus": os.cpu_count(), "overrides": pipeline_overrides(),
            "models": rows}
-    mlflow_cfg = None if a.no_mlflow else OmegaConf.to_container(compose([]), resolve=True)["mlflow"]
     record_benchmark(out, REPO_ROOT / a.out, mlflow_cfg, f"train_time/{a.protocol}", {"protocol": a.protocol},
                      {f"{m}_speedup": r["speedup"] for m, r in rows.items()}
                      | {f"{m}_identical": float(r["identical_results"]) for m, r in rows.items()})
