@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="torch_compile configs: keep Triton PTX + launch grids under <out stem>/ptx/")
     run.add_argument("--no-gmacs", action="store_true", help="skip the GMAC count (FlopCounterMode, CPU)")
     run.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    run.add_argument("--time-budget-s", type=float, default=None,
+                     help="start no configuration after this many seconds; the rest are listed as not_run")
 
     ncu = sub.add_parser("ncu", help="profile one step per configuration under Nsight Compute")
     _add_config_args(ncu, default_device="cuda")
@@ -175,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             result = run_timing(_configs(args), args.device, args.out, warmup=args.warmup, iters=args.iters,
                                 compile_backend=args.compile_backend, with_gmacs=not args.no_gmacs,
                                 keep_ptx=args.keep_ptx, fail_fast=args.fail_fast, progress=not args.no_progress,
-                                overwrite=args.overwrite)
+                                overwrite=args.overwrite, time_budget_s=args.time_budget_s)
             return _report(len(result.rows), result.failures, args.out)
         if args.command == "ncu":
             from src.profiling.ncu import import_command, ncu_command

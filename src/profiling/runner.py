@@ -92,6 +92,10 @@ def source_file_of(out: Path) -> str:
         return resolved.as_posix()
 
 
+class TimeBudgetSpent(RuntimeError):
+    """The run's time budget ran out before this configuration could start."""
+
+
 def _failure(cfg: RunConfig, stage: str, exc: BaseException) -> dict[str, Any]:
     row = {k: getattr(cfg, k) for k in FAILURE_COLUMNS[:7]}
     row.update(stage=stage, error=f"{type(exc).__name__}: {exc}"[:2000])
@@ -127,8 +131,15 @@ class RunResult:
 def run_timing(configs: list[RunConfig], device: str, out: Path, *, warmup: int, iters: int,
                compile_backend: str = "inductor", with_gmacs: bool = True, keep_ptx: bool = False,
                fail_fast: bool = False, resolver: Any = resolve_model, progress: bool = True,
-               overwrite: bool = False) -> RunResult:
-    """Measure every configuration on `device`, rewriting `out` after each one (a crash loses nothing)."""
+               overwrite: bool = False, time_budget_s: float | None = None) -> RunResult:
+    """Measure every configuration on `device`, rewriting `out` after each one (a crash loses nothing).
+
+    `time_budget_s`: start no configuration once this many seconds have passed (a lent GPU is time-boxed); the
+    configurations not started are listed in the failures file with stage `not_run`, never dropped silently.
+    """
+    if time_budget_s is not None and time_budget_s <= 0:
+        raise ValueError(f"time_budget_s must be > 0, got {time_budget_s}")
+    t_start = time.monotonic()
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists: each run writes its own file (choose another --out or --overwrite)")
     info = describe_device(device)
@@ -141,7 +152,13 @@ def run_timing(configs: list[RunConfig], device: str, out: Path, *, warmup: int,
     result = RunResult(out=out)
     resolved: dict[str, ResolvedModel | BaseException] = {}
     bar = tqdm(configs, desc=f"profiling on {info.gpu}", unit="cfg", disable=not progress)
-    for cfg in bar:
+    for position, cfg in enumerate(bar):
+        if time_budget_s is not None and time.monotonic() - t_start > time_budget_s:
+            spent = TimeBudgetSpent(f"time budget of {time_budget_s:g} s spent after {position} of "
+                                    f"{len(configs)} configuration(s)")
+            result.failures.extend(_failure(c, "not_run", spent) for c in configs[position:])
+            bar.close()
+            break
         bar.set_postfix_str(slug(cfg)[:60])
         if cfg.model not in resolved:
             try:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -48,6 +49,24 @@ def test_failures_are_recorded_and_the_rest_is_written(tmp_path: Path, capsys):
     failures = (tmp_path / "mixed" / "failures.csv").read_text()
     assert "tinynets:broken" in failures and "expected input" in failures
     assert "FAILED" in capsys.readouterr().err
+
+
+def test_time_budget_lists_configurations_not_started(tmp_path: Path, capsys):
+    out = tmp_path / "boxed.csv"
+    rc = main(["run", "--models", TINY, "--batch-sizes", "1,2,3", "--device", "cpu", "--warmup", "0",
+               "--iters", "2", "--out", str(out), "--no-progress", "--no-gmacs", "--time-budget-s", "1e-9"])
+    assert rc == 3
+    assert not out.exists()  # the budget is spent before the first configuration starts
+    failures = pd.read_csv(tmp_path / "boxed" / "failures.csv")
+    assert failures.batch_size.tolist() == [1, 2, 3]
+    assert set(failures.stage) == {"not_run"}
+    assert failures.error.str.contains("time budget of 1e-09 s spent after 0 of 3").all()
+    out_ok = tmp_path / "roomy.csv"
+    assert main(["run", "--models", TINY, "--batch-sizes", "1,2", "--device", "cpu", "--warmup", "0", "--iters",
+                 "2", "--out", str(out_ok), "--no-progress", "--no-gmacs", "--time-budget-s", "600"]) == 0
+    assert len(read_own_csv(out_ok)) == 2
+    assert main(["run", "--models", TINY, "--device", "cpu", "--out", str(tmp_path / "x.csv"),
+                 "--time-budget-s", "0"]) == 2
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error")
