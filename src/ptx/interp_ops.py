@@ -119,6 +119,9 @@ class InstructionBodies:
             r = self._reader(ops[1], t, ins)
             w = self._writer(ops[0], t, ins)
             return lambda th: w(th, r(th))
+        if base == "createpolicy":  # the policy value is opaque: only a load's cache hint reads it
+            w = self._writer(ops[0], "b64", ins)
+            return lambda th: w(th, 0)
         if base in ("ld", "ldu", "st"):
             return self._mem(ins, base, mods, t)
         if base in ("atom", "red"):

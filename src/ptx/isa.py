@@ -11,7 +11,7 @@ import re
 
 KNOWN_OPCODES = frozenset(
     """
-    abs activemask add addc and applypriority atom bar barrier bfe bfi bfind bmsk bra brev brkpt brx call
+    abs activemask add addc and applypriority atom createpolicy bar barrier bfe bfi bfind bmsk bra brev brkpt brx call
     clz cnot copysign cos cp cvt cvta discard div dp2a dp4a elect ex2 exit fence fma fns getctarank griddepcontrol
     isspacep istypeof ld ldmatrix ldu lg2 lop3 mad mad24 madc mapa match max mbarrier membar min mma mov
     movmatrix mul mul24 multimem nanosleep neg not or pmevent popc prefetch prefetchu prmt rcp red redux rem
@@ -43,6 +43,7 @@ _BARRIER = {"bar", "barrier", "membar", "fence", "mbarrier", "griddepcontrol"}
 _WARP = {"shfl", "vote", "match", "redux", "activemask", "elect"}
 _TENSOR = {"mma", "wgmma", "tcgen05"}
 _CONVERT = {"cvt", "cvta"}
+_OTHER = {"createpolicy"}  # makes an opaque L2 cache-policy value for later loads' cache_hint operand
 _ATOMIC = {"atom", "red"}
 _TYPE_RE = re.compile(r"^(?:[subf]\d+|bf16|bf16x2|f16x2|pred|tf32|e4m3|e5m2|e4m3x2|e5m2x2)$")
 
@@ -115,6 +116,8 @@ def classify(opcode: str) -> tuple[str, str | None]:
         return "tensor", None
     if base in _CONVERT:
         return "convert", None
+    if base in _OTHER:
+        return "other", None
     if base in ("fma", "mad", "mad24", "madc"):
         return "fma", None
     tys = value_types(mods)

@@ -1,7 +1,7 @@
 """ncu CSV parsing: both layouts, base units, per-network sums, and every kind of damage is an error.
 
-The two report fixtures are hand-written from ncu's documented CSV layouts (see fixtures/README.md); they must
-be replaced by a real report from a GPU run.
+The two report fixtures are hand-written from ncu's documented CSV layouts (see fixtures/README.md); they keep the
+wide layout and the damage cases covered. Real reports from an H200 are tested in test_real_h200.py.
 """
 
 from __future__ import annotations

@@ -198,3 +198,43 @@ def test_def_use_chains_and_loops(o3):
     assert chains[(mul_i, "%r10")] == sorted([mad_i, add_i])
     assert len(prog.loops) == 1 and prog.loops[0].latches
     assert setp_exit in prog.slice_instrs and mul_i not in prog.slice_instrs
+
+
+CACHE_POLICY = """
+.version 8.4
+.target sm_90a
+.address_size 64
+.visible .entry policy_copy(.param .u64 dst, .param .u64 src, .param .u32 n)
+{
+  .reg .pred %p<2>; .reg .b32 %r<8>; .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [dst];
+  ld.param.u64 %rd3, [src];
+  ld.param.u32 %r5, [n];
+  mov.u32 %r6, %tid.x;
+  setp.lt.s32 %p1, %r6, %r5;
+  mul.wide.s32 %rd4, %r6, 16;
+  add.s64 %rd5, %rd3, %rd4;
+  createpolicy.fractional.L2::evict_last.b64 %rd2, 1.0;
+  @%p1 ld.global.L1::evict_last.L2::cache_hint.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd5 + 0 ], %rd2;
+  add.s64 %rd6, %rd1, %rd4;
+  @%p1 st.global.L1::no_allocate.v4.b32 [ %rd6 + 0 ], { %r1, %r2, %r3, %r4 };
+  ret;
+}
+"""
+
+
+def test_cache_policy_qualifiers_with_double_colons():
+    """Inductor's Triton PTX on sm_90 (seen on a real H200 run): `L2::evict_last`, `L2::cache_hint` + policy."""
+    from src.ptx import count_launch, interpret
+
+    m = parse_ptx(CACHE_POLICY)
+    ins = {i.base: i for i in m.kernels["policy_copy"].instructions}
+    assert ins["createpolicy"].opcode == "createpolicy.fractional.L2::evict_last.b64"
+    ld = next(i for i in m.kernels["policy_copy"].instructions if i.base == "ld" and "global" in i.mods)
+    assert ld.mods[:3] == ("global", "L1::evict_last", "L2::cache_hint")
+    assert ld.operands[2] == Reg("%rd2")  # the cache-policy operand after the address
+    fast = count_launch(m, "policy_copy", (2,), (64,), {2: 40})
+    ref = interpret(m, "policy_copy", (2,), (64,), {"n": 40})
+    assert (fast.thread_instructions, fast.warp_instructions) == (ref.thread_instructions, ref.warp_instructions)
+    assert fast.by_class["other"] == 128  # createpolicy, once per thread
+    assert fast.bytes_by_space["load.global"] == 2 * 40 * 16 == fast.bytes_by_space["store.global"]
