@@ -8,9 +8,10 @@ so every protocol below keeps a configuration's rows together, and so does tunin
 
 - random: a seeded random 30 % of configurations (GroupShuffleSplit over configuration ids);
 - random_rows: the old row-level 70/30 split, kept only to show how much twins flatter it;
-- leave_model_out: every row of a CNN architecture (model_key) held out together, GroupKFold;
-- leave_gpu_out: each GPU held out in turn (or, with `n_groups`, GPUs in that many shuffled groups);
-- leave_family_out: CNN families held out in groups, GroupKFold;
+- leave_model_out: every row of a CNN architecture (model_key) held out together, in folds fixed by a seeded
+  hash of the name (so that adding data never moves a group: `_stable_group_folds`);
+- leave_gpu_out: each GPU held out in turn (or, with `n_groups`, GPUs in that many hash-assigned groups);
+- leave_family_out: CNN families held out in groups, hash-assigned folds like leave_model_out;
 - leave_arch_out: GPU architectures held out by age: train on older architectures, test on newer ones
   (ARCH_FOLDS: Ada/Hopper/Blackwell from everything older; Ampere from Pascal-Turing), the question a designer
   asks about a GPU generation nobody has measured yet;
@@ -117,16 +118,33 @@ def random_row_split(df: pd.DataFrame, test_size: float, seed: int) -> Fold:
     return Fold("random_rows", np.sort(tr), np.sort(te), [])
 
 
-def _shuffled_group_kfold(labels: np.ndarray, n_groups: int, seed: int, prefix: str) -> list[Fold]:
-    """GroupKFold over labels shuffled reproducibly (GroupKFold alone would order groups by size)."""
+def _stable_group_folds(labels: np.ndarray, n_groups: int, seed: int, prefix: str) -> list[Fold]:
+    """Groups into `n_groups` folds by a seeded hash of each group's name, so that the folds stay put as data grows.
+
+    Why: sklearn's GroupKFold balances folds by row count, so one new GPU's rows (or a new source) move whole CNN
+    families from fold to fold, and a before/after comparison "on the same rows" then compares different training
+    sets. With the hash, adding rows never moves a group; a new group lands in its own hash's fold. Folds are less
+    balanced (each group is still held out exactly once). Only where there are too few groups for every fold to get
+    one by hash (small test tables) does it fall back to GroupKFold over seeded-shuffled groups.
+    """
     uniq = np.array(sorted(set(labels)))
     n = min(int(n_groups), len(uniq))
-    perm = dict(zip(uniq, np.random.default_rng(seed).permutation(len(uniq)), strict=True))
-    codes = np.array([perm[v] for v in labels])
+    fold_of = {v: _group_hash(seed, v) % n for v in uniq}
+    if len(set(fold_of.values())) < n:
+        perm = dict(zip(uniq, np.random.default_rng(seed).permutation(len(uniq)), strict=True))
+        codes = np.array([perm[v] for v in labels])
+        parts = GroupKFold(n_splits=n).split(np.zeros(len(labels)), groups=codes)
+        return [Fold(f"{prefix}_{k}", tr, te, sorted(set(labels[te]))) for k, (tr, te) in enumerate(parts)]
+    assigned = np.array([fold_of[v] for v in labels])
     folds = []
-    for k, (tr, te) in enumerate(GroupKFold(n_splits=n).split(np.zeros(len(labels)), groups=codes)):
-        folds.append(Fold(f"{prefix}_{k}", tr, te, sorted(set(labels[te]))))
+    for k in range(n):
+        test = np.flatnonzero(assigned == k)
+        folds.append(Fold(f"{prefix}_{k}", np.flatnonzero(assigned != k), test, sorted(set(labels[test]))))
     return folds
+
+
+def _group_hash(seed: int, label: str) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{seed}:{label}".encode(), digest_size=8).digest(), "big")
 
 
 def grouped_folds(df: pd.DataFrame, protocol: str, cfg: dict, seed: int) -> tuple[list[Fold], list[str]]:
@@ -140,7 +158,7 @@ def grouped_folds(df: pd.DataFrame, protocol: str, cfg: dict, seed: int) -> tupl
             # Quick variant: GPUs shuffled into n_groups folds, each GPU still held out exactly once and never
             # seen in its fold's training or tuning (fewer GPUs to learn from: no easier than one GPU per fold).
             keep = ~groups.isin(skipped).to_numpy()
-            folds = _shuffled_group_kfold(groups.to_numpy()[keep], int(n_groups), seed, "gpus")
+            folds = _stable_group_folds(groups.to_numpy()[keep], int(n_groups), seed, "gpus")
             rows = np.flatnonzero(keep)
             return [Fold(f.name, rows[f.train], rows[f.test], f.held_out) for f in folds], skipped
         folds = []
@@ -152,10 +170,10 @@ def grouped_folds(df: pd.DataFrame, protocol: str, cfg: dict, seed: int) -> tupl
             folds.append(Fold(gpu, train, test, [gpu]))
         return folds, skipped
     if protocol == "leave_family_out":
-        return _shuffled_group_kfold(family_labels(df).to_numpy(), cfg["leave_family_out"]["n_groups"], seed,
+        return _stable_group_folds(family_labels(df).to_numpy(), cfg["leave_family_out"]["n_groups"], seed,
                                      "families"), []
     if protocol == "leave_model_out":
-        return _shuffled_group_kfold(model_labels(df).to_numpy(), cfg["leave_model_out"]["n_groups"], seed,
+        return _stable_group_folds(model_labels(df).to_numpy(), cfg["leave_model_out"]["n_groups"], seed,
                                      "models"), []
     if protocol == "leave_arch_out":
         return arch_folds(df)

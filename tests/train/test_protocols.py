@@ -141,3 +141,41 @@ def test_leave_runtime_out_holds_each_runtime_group_out_whole(tmp_path):
     bad = {**cfg, "leave_runtime_out": {"groups": {"trt": ["tensorrtt"]}}}
     with pytest.raises(ValueError, match=r"unknown compile_mode value\(s\) \['tensorrtt'\]; the measurement schema"):
         grouped_folds(df, "leave_runtime_out", bad, 42)
+
+
+def _membership(folds, labels):
+    return {g: f.name for f in folds for g in set(labels[f.test])}
+
+
+def test_grouped_folds_stay_put_when_rows_and_groups_are_added():
+    """Adding a GPU's rows (our own H200 rows did) must not move any family or CNN to another fold."""
+    from src.train.protocols import _stable_group_folds
+
+    rng = np.random.default_rng(0)
+    labels = np.array([f"family{i}" for i in rng.integers(0, 60, 3000)])
+    before = _stable_group_folds(labels, 5, 42, "families")
+    assert len(before) == 5 and all(len(f.test) for f in before)
+    assert np.array_equal(np.sort(np.concatenate([f.test for f in before])), np.arange(len(labels)))
+    # more rows of existing groups (skewing the row counts) and two new groups
+    grown = np.concatenate([labels, np.repeat(["family3", "family7"], 2000), ["brand_new", "another_one"]])
+    after = _stable_group_folds(grown, 5, 42, "families")
+    old, new = _membership(before, labels), _membership(after, grown)
+    assert all(new[g] == old[g] for g in old)
+    for f in after:  # still: each group held out once, never in its own fold's training part
+        assert not set(grown[f.test]) & set(grown[f.train])
+    # the balanced GroupKFold this replaced does move groups here (why the hash is used)
+    from sklearn.model_selection import GroupKFold
+
+    def kfold(lab):
+        return {g: k for k, (_, te) in enumerate(GroupKFold(5).split(lab, groups=lab)) for g in set(lab[te])}
+    moved_before, moved_after = kfold(labels), kfold(grown)
+    assert any(moved_after[g] != moved_before[g] for g in moved_before)
+
+
+def test_too_few_groups_for_the_hash_still_gives_every_fold_a_group():
+    from src.train.protocols import _stable_group_folds
+
+    labels = np.array(["a", "b", "c", "a", "b", "c", "d"])
+    folds = _stable_group_folds(labels, 4, 42, "x")
+    assert len(folds) == 4 and all(len(f.test) for f in folds)
+    assert sorted(g for f in folds for g in f.held_out) == ["a", "b", "c", "d"]
