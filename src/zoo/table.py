@@ -239,8 +239,18 @@ def count_rows(target: Target, results: dict[int, dict], keys: pd.DataFrame, cla
     return rows
 
 
+def _static_of(old_static: pd.DataFrame, target: Target) -> dict | None:
+    """The committed static row of a target's (model_key, input size), if any."""
+    if not len(old_static):
+        return None
+    hit = old_static.loc[(old_static["model_key"] == target.model_key)
+                         & (old_static["static_img_size"].astype(int) == target.img_size)]
+    return hit.iloc[0].to_dict() if len(hit) else None
+
+
 def static_row(target: Target, static: dict) -> dict:
-    """Static-features row keyed by model_key (the model's measured size is `static_img_size`)."""
+    """Static-features row of one (model_key, input size): MACs and activations depend on the resolution, so every
+    measured size gets its own row (`static_img_size`), which is how the features stage joins them."""
     row = {"model_key": target.model_key, "static_img_size": target.img_size,
            "zoo_source": static["source"], "zoo_model": static["model"]}
     skip = {"source", "model", "img_size", "framework"}
@@ -369,7 +379,7 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
     results: list[tuple[Target, dict]] = []
     carried: list[pd.DataFrame] = []  # legacy network rows (no per-kernel rows yet)
     carried_kernels: list[tuple[Target, pd.DataFrame]] = []
-    statics: dict[str, dict] = {}
+    statics: dict[tuple[str, int], dict] = {}
     failures: list[dict] = []
     skipped = 0
     skipped_batches = 0
@@ -397,9 +407,9 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
                 elif len(prev):
                     carried.append(prev)
                 failures.extend(prev_fail.to_dict("records"))
-                if len(old_static) and t.model_key in set(old_static["model_key"]):
-                    statics.setdefault(t.model_key,
-                                       old_static.loc[old_static["model_key"] == t.model_key].iloc[0].to_dict())
+                old_row = _static_of(old_static, t)
+                if old_row is not None:
+                    statics.setdefault((t.model_key, t.img_size), old_row)
                 continue
             elif offline_only:
                 skipped += 1
@@ -418,8 +428,8 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
                 continue
         bar.set_postfix_str(t.slug[:40])
         res, static, fail = runner.run(t, batch, archs, cache, version, retry_failed, nvcc_archs, recount)
-        if static is not None and t.model_key not in statics:
-            statics[t.model_key] = static_row(t, static)
+        if static is not None and (t.model_key, t.img_size) not in statics:
+            statics[(t.model_key, t.img_size)] = static_row(t, static)
         if fail is not None and len(legacy):
             carried.append(legacy)  # not recomputed (no zoo extra, or it failed now): the older rows stay
             if fail["stage"] == MISSING_EXTRA:
@@ -443,10 +453,9 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
             log(f"[zoo] {t.slug}: FAILED at {fail['stage']}: {fail['reason'][:160]}")
     # A committed static row stays for a target this run did not (re)compute (no zoo extra, time budget, a model
     # interrupted before its result): static features do not depend on the PTX path.
-    if len(old_static):
-        keep = {t.model_key for t in targets} - set(statics)
-        for row in old_static.loc[old_static["model_key"].isin(keep)].to_dict("records"):
-            statics.setdefault(row["model_key"], row)
+    for t in targets:
+        if (t.model_key, t.img_size) not in statics and (old_row := _static_of(old_static, t)) is not None:
+            statics[(t.model_key, t.img_size)] = old_row
     # Extra compiled batch sizes (`extra_batches`) for targets whose measured batches use them.
     extra: list[tuple[Target, dict]] = []
     carried_batches = {(t.model_key, t.img_size): set(k["batch_size"].astype(int)) for t, k in carried_kernels}
@@ -492,7 +501,7 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
                                             "zoo_source", "zoo_model", "stage", "error", "reason", "seconds",
                                             "zoo_version"])
     fails = canonical(fails, ["model_key", "img_size"], sort_columns=False)
-    static_df = canonical(pd.DataFrame(list(statics.values())), ["model_key"])
+    static_df = canonical(pd.DataFrame(list(statics.values())), ["model_key", "static_img_size"])
     for path in (out_counts, out_failures, out_static):
         path.parent.mkdir(parents=True, exist_ok=True)
     if out_kernels is not None:

@@ -92,3 +92,21 @@ def test_missing_extra_is_skipped_not_a_failure(tmp_path):
     assert s["skipped_missing_extra"] == 1 and s["failures"] == 0
     assert not list((tmp_path / "cache").rglob("failure.json"))
     assert pd.read_parquet(tmp_path / "s.parquet")["gmacs"].tolist() == [4.1]
+
+
+def test_each_measured_input_size_keeps_its_own_static_row(tmp_path):
+    """MACs and activations depend on the resolution: a CNN measured at 224 and 288 px needs both rows (the features
+    stage joins on model_key and size; one row per model_key used to drop every row at the other size)."""
+    from src.zoo.table import run_table
+
+    meas = _meas().iloc[[2, 2]].reset_index(drop=True)
+    meas.loc[1, "img_size"] = 288
+    meas.to_parquet(tmp_path / "m.parquet")
+    _gpus().to_parquet(tmp_path / "g.parquet")
+    pd.DataFrame({"model_key": ["resnet50", "resnet50", "resnet50"], "static_img_size": [288, 224, 320],
+                  "gmacs": [6.8, 4.1, 8.3]}).to_parquet(tmp_path / "s.parquet", index=False)
+    run_table(tmp_path / "m.parquet", tmp_path / "g.parquet", tmp_path / "cache", tmp_path / "c.parquet",
+              tmp_path / "f.csv", tmp_path / "s.parquet", model_timeout_s=None, log=lambda _m: None)
+    static = pd.read_parquet(tmp_path / "s.parquet")
+    # both measured sizes, in canonical order; the 320-px row belongs to no measured row any more
+    assert static[["static_img_size", "gmacs"]].values.tolist() == [[224, 4.1], [288, 6.8]]
