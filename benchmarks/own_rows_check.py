@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pipeline_predictions import held_out_predictions
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUEST_FIELDS = ["gpu", "model_key", "param_count_m", "gmacs", "activations_m", "batch_size", "img_size",
@@ -90,19 +91,14 @@ def pipeline(rows: pd.DataFrame, source: str) -> tuple[dict, pd.DataFrame]:
     out: dict = {}
     meta = rows.set_index("measurement_id")[["mode", "precision", "batch_size", "latency_ms"]]
     frames = []
-    for protocol in PROTOCOLS:
-        for model in MODELS:
-            path = ROOT / "reports" / "train" / model / protocol / "predictions.csv"
-            if not path.exists():
-                continue
-            pred = pd.read_csv(path)
-            pred = pred[pred["measurement_id"].str.startswith(f"{source}:")].join(meta, on="measurement_id")
-            if pred.empty:
-                continue
-            pred["ape_x"] = ape(pred["measured"].to_numpy(), pred["predicted"].to_numpy())
-            pred["ratio_x"] = pred["predicted"] / pred["measured"]
-            out.setdefault(protocol, {})[model] = breakdown(pred, "ape_x")
-            frames.append(pred.assign(model=model, protocol=protocol))
+    for protocol, model, pred in held_out_predictions(PROTOCOLS, MODELS):
+        pred = pred[pred["measurement_id"].str.startswith(f"{source}:")].join(meta, on="measurement_id")
+        if pred.empty:
+            continue
+        pred["ape_x"] = ape(pred["measured"].to_numpy(), pred["predicted"].to_numpy())
+        pred["ratio_x"] = pred["predicted"] / pred["measured"]
+        out.setdefault(protocol, {})[model] = breakdown(pred, "ape_x")
+        frames.append(pred.assign(model=model, protocol=protocol))
     return out, pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pipeline_predictions import held_out_predictions
 
 ROOT = Path(__file__).resolve().parents[1]
 ORIGINAL = ("timm", "ryujaehun", "dlinfbench", "lambda")
@@ -36,25 +37,20 @@ def main() -> None:
     args = parser.parse_args()
     before = json.loads(args.before.read_text()) if args.before else {}
     out: dict = {}
-    for protocol in PROTOCOLS:
-        for model in MODELS:
-            path = ROOT / "reports" / "train" / model / protocol / "predictions.csv"
-            if not path.exists():
-                continue
-            pred = pd.read_csv(path)
-            source = pred["measurement_id"].str.split(":", n=1).str[0]
-            old = pred[source.isin(ORIGINAL)]
-            out.setdefault(protocol, {})[model] = {
-                "rows_all": int(len(pred)), "mape_all": mape(pred),
-                "rows_original_sources": int(len(old)), "mape_original_sources": mape(old),
-                "rows_new_sources": int(len(pred) - len(old)), "mape_new_sources": mape(pred[~source.isin(ORIGINAL)]),
-                "mape_before": (before.get(protocol, {}).get(model, {}) or {}).get("mape"),
-                "rows_before": (before.get(protocol, {}).get(model, {}) or {}).get("test_rows"),
-            }
-            r = out[protocol][model]
-            print(f"{protocol:17s} {model:4s} all {r['mape_all']:6.2f} % ({r['rows_all']})  original sources "
-                  f"{r['mape_original_sources']:6.2f} % ({r['rows_original_sources']})  new sources "
-                  f"{r['mape_new_sources']:6.2f} % ({r['rows_new_sources']})  before {r['mape_before']}")
+    for protocol, model, pred in held_out_predictions(PROTOCOLS, MODELS):
+        source = pred["measurement_id"].str.split(":", n=1).str[0]
+        old = pred[source.isin(ORIGINAL)]
+        out.setdefault(protocol, {})[model] = {
+            "rows_all": int(len(pred)), "mape_all": mape(pred),
+            "rows_original_sources": int(len(old)), "mape_original_sources": mape(old),
+            "rows_new_sources": int(len(pred) - len(old)), "mape_new_sources": mape(pred[~source.isin(ORIGINAL)]),
+            "mape_before": (before.get(protocol, {}).get(model, {}) or {}).get("mape"),
+            "rows_before": (before.get(protocol, {}).get(model, {}) or {}).get("test_rows"),
+        }
+        r = out[protocol][model]
+        print(f"{protocol:17s} {model:4s} all {r['mape_all']:6.2f} % ({r['rows_all']})  original sources "
+              f"{r['mape_original_sources']:6.2f} % ({r['rows_original_sources']})  new sources "
+              f"{r['mape_new_sources']:6.2f} % ({r['rows_new_sources']})  before {r['mape_before']}")
     target = ROOT / "reports" / "bench" / "source_effect.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
