@@ -10,8 +10,9 @@ Columns per kernel (quantities per the layer table's rule q = q_fixed + q_per_sa
 `kernel_class` "mac" (conv, grouped conv, matmul, attention: tensor-core eligible), "depthwise" (depthwise conv:
 CUDA cores, usually memory bound) or "other" (everything else: norm, activation, elementwise, pooling, copies,
 reductions); `out_pixels` (output elements per sample / output channels, for the GEMM grid of conv kernels);
-`c_out` (output channels of a conv, the last output dimension of a matmul); and `count` (how many times the
-kernel is launched in that pass).
+`c_out` (output channels of a conv, the last output dimension of a matmul); `winograd` (a dense 3x3 stride-1
+undilated convolution: the shape for which cuDNN has Winograd algorithms, which do 2.25-4x fewer multiplies than the
+direct FLOPs counted here); and `count` (how many times the kernel is launched in that pass).
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ QUANTITIES = ["flops_fixed", "flops_per_sample", "in_elems_fixed", "in_elems_per
               "out_elems_per_sample", "other_bytes_fixed", "other_bytes_per_sample", "weight_elems"]
 MAC_KINDS = ("conv", "grouped_conv", "matmul", "attention")
 KERNEL_CLASSES = ("mac", "depthwise", "other")
+# Convolution geometry (NA for other operators): decides which convolutions cuDNN may run as Winograd.
+GEOMETRY_COLUMNS = ["kernel_r", "kernel_s", "stride_h", "stride_w", "dilation_h", "dilation_w", "groups"]
 LAYER_COLUMNS = ["model_key", "img_size", "pass", "op_index", "kind", "launches_kernel", "c_out", "out_shape",
-                 "param_elems_new", *QUANTITIES]
+                 "param_elems_new", *QUANTITIES, *GEOMETRY_COLUMNS]
 # Kernel fusion a runtime applies (docs/physics.md "Fusion"): none (eager: one kernel per operator), pointwise
 # (torch.compile / XLA: chains of pointwise operators become one kernel; convolutions and GEMMs stay library
 # kernels), producer (TensorRT: pointwise operators after a convolution or GEMM fold into it, the rest chain).
@@ -104,7 +107,20 @@ def launched_kernels(layers: pd.DataFrame, source: str = "layers table") -> pd.D
         raise ProfileError(f"{source}: negative or non-finite quantity in {bad['model_key']} "
                            f"img_size {bad['img_size']} pass {bad['pass']} ({bad['kind']})")
     k["kernel_class"] = kernel_class(k["kind"])
+    k["winograd"] = winograd_eligible(k)
     return k
+
+
+def winograd_eligible(layers: pd.DataFrame) -> np.ndarray:
+    """Dense (groups 1) 3x3 convolutions with stride 1 and dilation 1: the shape cuDNN's Winograd algorithms
+    take (forward, data gradient and filter gradient). Which algorithm cuDNN really picks is only known on the GPU;
+    this marks where it can, so the estimate and the learner can tell VGG-like stacks from 1x1/strided ones."""
+    def col(name: str) -> np.ndarray:
+        return pd.to_numeric(layers[name], errors="coerce").to_numpy(dtype=float)
+
+    return ((layers["kind"].astype(str).to_numpy() == "conv") & (col("kernel_r") == 3) & (col("kernel_s") == 3)
+            & (col("stride_h") == 1) & (col("stride_w") == 1) & (col("dilation_h") == 1) & (col("dilation_w") == 1)
+            & (col("groups") == 1))
 
 
 def kernel_profiles(layers: pd.DataFrame, source: str = "layers table",
@@ -133,7 +149,8 @@ def kernel_profiles(layers: pd.DataFrame, source: str = "layers table",
     for col in ("model_key", "pass"):
         k[col] = k[col].astype(str)
     k["img_size"] = k["img_size"].astype(int)
-    group = PROFILE_KEYS + ["kernel_class", "c_out", "out_pixels", *QUANTITIES]
+    k["winograd"] = k["winograd"].astype(bool)
+    group = PROFILE_KEYS + ["kernel_class", "winograd", "c_out", "out_pixels", *QUANTITIES]
     prof = k.groupby(group, sort=True, observed=True).size().rename("count").reset_index()
     params = (layers.loc[layers["pass"].astype(str) == "forward"]
               .groupby([layers["model_key"].astype(str), layers["img_size"].astype(int)], observed=True)

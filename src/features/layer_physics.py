@@ -48,7 +48,8 @@ PASSES_BY_MODE = {"inference": ("forward",), "training": ("train_forward", "back
 # Features added to the Pipeline (positive magnitudes are logged by PerfFeatures, shares are not).
 TIME_FEATURES = ["t_physics_ms", "t_kernels_ms", "t_dispatch_ms", "n_kernels"]
 SHARE_FEATURES = ["compute_bound_share", "memory_bound_share", "floor_bound_share", "largest_kernel_share",
-                  "mac_wave_efficiency", "l2_resident_share", "dispatch_over_kernels", "has_layer_profile"]
+                  "mac_wave_efficiency", "l2_resident_share", "dispatch_over_kernels", "has_layer_profile",
+                  "winograd_share", "mac_tile_fill", "mac_log2_depth"]
 PHYSICS_FEATURES = TIME_FEATURES + SHARE_FEATURES
 # Columns a row needs to be priced (besides the GPU spec columns of `GPU_COLUMNS`).
 ROW_COLUMNS = ["model_key", "img_size", "batch_size", "precision", "mode", "compile_mode", "gmacs", "param_count_m",
@@ -71,6 +72,7 @@ class PhysicsConstants:
                                                   "tensorrt": "producer", "xla_tensorrt": "producer"})
     optimizer_bytes_per_param: float = 20.0
     blocks_per_sm: float = 1.0
+    winograd_speedup: float = 1.0
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> PhysicsConstants:
@@ -104,6 +106,8 @@ class ProfileIndex:
         self.count = prof["count"].to_numpy(dtype=np.float32)
         self.mac = (prof["kernel_class"].astype(str) == "mac").to_numpy()
         self.depthwise = (prof["kernel_class"].astype(str) == "depthwise").to_numpy()
+        self.winograd = (prof["winograd"].to_numpy(dtype=bool) if "winograd" in prof
+                         else np.zeros(len(prof), dtype=bool))
         self.c_out = prof["c_out"].to_numpy(dtype=np.float32)
         self.out_pixels = prof["out_pixels"].to_numpy(dtype=np.float32)
         self.param_elems = prof["param_elems"].to_numpy(dtype=np.float32)
@@ -255,13 +259,18 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
              + q["out_elems_fixed"] + q["out_elems_per_sample"] * b)
     nbytes = elems * bpe[row] + q["other_bytes_fixed"] + q["other_bytes_per_sample"] * b
     mac = index.mac[ker]
+    # Profile indexes pickled before the Winograd flag (older served models) have none: no kernel is eligible.
+    winograd = getattr(index, "winograd", np.zeros(len(index.count), dtype=bool))[ker] & mac
     blocks = np.ceil(b * index.out_pixels[ker] / NOMINAL_TILE) * np.ceil(index.c_out[ker] / NOMINAL_TILE)
     # Outputs that do not grow with the batch (weight gradients: M x N = the weight, K = batch x pixels) run as
     # split-K GEMMs that fill the GPU; the wave model applies to outputs that scale with the batch.
     gridded = mac & (index.out_pixels[ker] > 0)
     weff = np.where(gridded, wave_efficiency(blocks, sms[row], constants.blocks_per_sm), 1.0)
     peak = np.where(mac, mac_peak[row], core_peak[row])
-    t_compute = flops / (peak * weff)
+    # Winograd (cuDNN) saves multiplies on CUDA cores; tensor-core paths run these convolutions as implicit GEMM.
+    cuda_core_mac = mac & (mac_peak[row] <= core_peak[row] * 1.001)
+    speedup = np.where(winograd & cuda_core_mac, constants.winograd_speedup, 1.0)
+    t_compute = flops / (peak * weff * speedup)
     t_memory = nbytes / bw[row]
     t_kernel = np.maximum(np.maximum(t_compute, t_memory), floor)
     count = index.count[ker].astype(np.float64)
@@ -279,6 +288,16 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
     mac_time = per_row(np.where(mac, t_total, 0.0))
     wave = per_row(np.where(mac, t_total * weff, 0.0))
     all_bytes = per_row(nbytes * count)
+    winograd_time = per_row(np.where(winograd, t_total, 0.0))
+    # GEMM reduction depth K (MACs per output element: C_in/groups x R x S for a conv): deep GEMMs keep the math
+    # units busy, shallow ones are bound by operand traffic. Time-weighted mean of log2 K over the MAC kernels.
+    out_elems = q["out_elems_fixed"] + q["out_elems_per_sample"] * b
+    depth = np.log2(np.maximum(flops / np.maximum(2.0 * out_elems, 1.0), 1.0))
+    depth_time = per_row(np.where(mac, t_total * depth, 0.0))
+    # Share of a 128-wide output tile that holds real output channels (a 32-channel conv fills a quarter).
+    fill = index.c_out[ker] / (np.ceil(np.maximum(index.c_out[ker], 1.0) / NOMINAL_TILE) * NOMINAL_TILE)
+    grid_time = per_row(np.where(gridded, t_total, 0.0))
+    fill_time = per_row(np.where(gridded, t_total * fill, 0.0))
     l2_bytes = per_row(np.where(nbytes <= l2[row], nbytes * count, 0.0))
 
     params = np.zeros(n)
@@ -299,6 +318,8 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
         floor_bound[miss] = 0.0
         largest[miss] = t_kernels[miss]
         mac_time[miss] = 0.0
+        winograd_time[miss] = 0.0
+        grid_time[miss] = 0.0
         all_bytes[miss] = net["bytes_step"].to_numpy()[miss]
         l2_bytes[miss] = np.where(all_bytes[miss] <= l2[miss], all_bytes[miss], 0.0)
 
@@ -320,6 +341,9 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
         "l2_resident_share": np.where(all_bytes > 0, l2_bytes / np.maximum(all_bytes, 1e-30), 0.0),
         "dispatch_over_kernels": t_dispatch / safe,
         "has_layer_profile": found.astype(float),
+        "winograd_share": np.clip(winograd_time / safe, 0, 1),
+        "mac_tile_fill": np.where(grid_time > 0, fill_time / np.maximum(grid_time, 1e-30), 1.0),
+        "mac_log2_depth": np.where(mac_time > 0, depth_time / np.maximum(mac_time, 1e-30), 0.0),
     }, index=X.index if isinstance(X, pd.DataFrame) else None)
     return out
 

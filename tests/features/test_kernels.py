@@ -75,3 +75,15 @@ def test_training_keeps_batch_norm_out_of_chains(resnet18):
     k = launched_kernels(resnet18.loc[resnet18["pass"] == "train_forward"])
     fused = fuse(k, "pointwise")
     assert int((fused["kind"] == "norm").sum()) == int((k["kind"] == "norm").sum())
+
+
+def test_winograd_marks_dense_3x3_stride_1_convolutions(resnet18):
+    prof = kernel_profiles(resnet18, fusions=("none",))
+    fwd = prof.loc[prof["pass"] == "forward"]
+    # resnet18's 20 convolutions: 13 are 3x3 stride 1 (4 in layer1, 3 in each later stage); the 7x7/2 stem, the
+    # three 3x3/2 stage entries and the three 1x1/2 shortcuts are not
+    assert int(fwd.loc[fwd["winograd"], "count"].sum()) == 13
+    assert (fwd.loc[fwd["winograd"], "kernel_class"] == "mac").all()
+    # the data and filter gradients of the same convolutions keep the flag
+    bwd = prof.loc[prof["pass"] == "backward"]
+    assert int(bwd.loc[bwd["winograd"], "count"].sum()) == 13

@@ -143,3 +143,37 @@ def test_arrays_price_as_the_frame_does(index):
     assert list(arrays.columns) == list(framed.columns)
     with pytest.raises(KeyError, match="sm_count"):
         price_rows({c: X[c].to_numpy() for c in X.columns if c != "sm_count"}, index)
+
+
+def test_winograd_share_and_speedup(index):
+    v100 = ["Tesla V100 SXM2 32 GB"]
+    shares = {m: price_rows(rows(v100, model_key=m), index)["winograd_share"].iloc[0]
+              for m in ("resnet18", "resnet50", "mobilenetv2_100")}
+    # resnet18 is mostly 3x3 stride-1 convolutions, resnet50 mostly 1x1 ones, MobileNetV2 has none (depthwise)
+    assert shares["resnet18"] > shares["resnet50"] > 0 and shares["mobilenetv2_100"] == 0
+    X = pd.concat([rows(v100, model_key="resnet18", precision=p) for p in ("fp32", "amp_fp16")], ignore_index=True)
+    plain = price_rows(X, index)
+    faster = price_rows(X, index, PhysicsConstants(winograd_speedup=2.25))
+    # fp32 on CUDA cores gets the saving on its compute-bound Winograd convolutions; tensor-core AMP does not
+    assert faster["t_kernels_ms"].iloc[0] < 0.9 * plain["t_kernels_ms"].iloc[0]
+    assert faster["t_kernels_ms"].iloc[1] == pytest.approx(plain["t_kernels_ms"].iloc[1])
+    # on Ampere, TF32 convolutions run on tensor cores (no saving); without TF32 they run on CUDA cores
+    a100 = rows(["A100 SXM4 40 GB"], model_key="resnet18", precision="fp32")
+    for tf32, saves in ((True, False), (False, True)):
+        flag = np.array([tf32])
+        ratio = (price_rows(a100, index, PhysicsConstants(winograd_speedup=2.25), flag)["t_kernels_ms"].iloc[0]
+                 / price_rows(a100, index, tf32=flag)["t_kernels_ms"].iloc[0])
+        assert (ratio < 0.9) if saves else ratio == pytest.approx(1.0)
+
+
+def test_gemm_tile_fill_and_depth_by_hand():
+    # one conv-like GEMM: 32 output channels of 64 x 64 pixels, K = 288 MACs per output element (3x3 x 32 in)
+    out = 32 * 64 * 64
+    q = dict.fromkeys(QUANTITIES, 0.0)
+    q.update(flops_per_sample=2.0 * 288 * out, in_elems_per_sample=32 * 64 * 64, out_elems_per_sample=out)
+    prof = pd.DataFrame([{"model_key": "toy", "img_size": 64, "pass": "forward", "kernel_class": "mac",
+                          "c_out": 32.0, "out_pixels": 64.0 * 64, **q, "count": 1, "param_elems": 0.0}])
+    got = price_rows(rows(["Tesla V100 SXM2 32 GB"], model_key="toy", img_size=64), ProfileIndex(prof)).iloc[0]
+    assert got["mac_tile_fill"] == pytest.approx(32 / 128)
+    assert got["mac_log2_depth"] == pytest.approx(np.log2(288))
+    assert got["winograd_share"] == 0  # a profile without the flag (older served models) has no eligible kernel
