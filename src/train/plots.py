@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import threading
 from pathlib import Path
 
 import matplotlib
@@ -11,7 +13,19 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+# pyplot keeps global figure state: the trainer runs protocols in threads (`Trainer.run`), so one plot at a time.
+_PYPLOT = threading.Lock()
 
+
+def _one_at_a_time(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with _PYPLOT:
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@_one_at_a_time
 def predicted_vs_measured(pred: pd.DataFrame, title: str, path: Path) -> Path:
     """Log-log scatter, one colour per GPU, with the y = x line and +-10 % band."""
     fig, ax = plt.subplots(figsize=(7, 6))
@@ -34,6 +48,7 @@ def predicted_vs_measured(pred: pd.DataFrame, title: str, path: Path) -> Path:
     return path
 
 
+@_one_at_a_time
 def residuals_per_gpu(pred: pd.DataFrame, title: str, path: Path) -> Path:
     """Box plot of the signed relative error (%) per GPU."""
     rel = (pred["predicted"] - pred["measured"]) / pred["measured"] * 100.0
@@ -52,6 +67,7 @@ def residuals_per_gpu(pred: pd.DataFrame, title: str, path: Path) -> Path:
     return path
 
 
+@_one_at_a_time
 def importances(values: dict[str, float], kind: str, title: str, path: Path, top: int = 20) -> Path:
     s = pd.Series(values).sort_values(ascending=True).tail(top)
     fig, ax = plt.subplots(figsize=(7, max(3.0, 0.3 * len(s) + 1.2)))

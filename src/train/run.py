@@ -60,6 +60,8 @@ METRIC_KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
 # out of dvc.lock), written to the run log reports/train/runs/<model>.json instead (src.tracking.run_log_path).
 RUN_TAGS = ("git_commit", "git_dirty")
 RUN_KEYS = ("run_id", "model_uri", "timing_s")
+# Protocols of exactly one fold (a seeded split): `Trainer.side_by_side` runs them at the same time.
+SINGLE_FOLD = ("random", "random_rows")
 GROUP_TABLE = {"random": "gpu", "random_rows": "gpu", "leave_model_out": "family", "leave_gpu_out": "gpu",
                "leave_family_out": "family", "leave_arch_out": "gpu", "leave_runtime_out": "runtime"}
 
@@ -353,11 +355,29 @@ class Trainer:
         return imps
 
     # -- entry -------------------------------------------------------------------------------------------
+    def side_by_side(self, protocols: list[str]) -> list[str]:
+        """The single-fold protocols (random, random_rows) run at the same time, one thread each, when the sweep
+        may use two cores (`sweep.fold_jobs` >= 2): each runs on one core (estimators keep `n_jobs`), and a
+        grouped protocol already fills both with its folds. Not under `mlflow run` (MLFLOW_RUN_ID): a worker
+        thread has no active parent run to nest under. A protocol's numbers never depend on this."""
+        singles = [p for p in protocols if p in SINGLE_FOLD]
+        if len(singles) < 2 or int(self.c["sweep"].get("fold_jobs", 1)) < 2 or outer_run_active():
+            return []
+        return singles
+
     def run(self) -> dict:
         t0 = time.perf_counter()
         # Every study starts from the model's hand-set warm_start (inside the space; no data seen).
         warm = dict(self.c["model"].get("warm_start") or {}) or None
-        results = {p: self.run_protocol(p, warm) for p in iter_protocols(list(self.c["split"]["protocols"]))}
+        protocols = list(iter_protocols(list(self.c["split"]["protocols"])))
+        side_by_side = self.side_by_side(protocols)
+        done = {}
+        if side_by_side:
+            optuna.storages.get_storage(self.c["sweep"]["storage"])  # schema first (see run_protocol)
+            with ThreadPoolExecutor(max_workers=len(side_by_side)) as pool:
+                futures = {p: pool.submit(self.run_protocol, p, warm) for p in side_by_side}
+                done = {p: f.result() for p, f in futures.items()}
+        results = {p: done[p] if p in done else self.run_protocol(p, warm) for p in protocols}
         summary = {
             "model": self.name, "estimator": self.c["model"]["estimator"], "tags": self.tags,
             "dataset": {"path": self.c["data"]["dataset"], "rows": int(len(self.df)),

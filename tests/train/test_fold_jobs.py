@@ -55,3 +55,43 @@ def test_threaded_folds_give_the_same_numbers_and_nested_runs(tiny, model):
         trials = client.search_runs([exp], f"tags.mlflow.parentRunId = '{f.info.run_id}'")
         assert len(trials) == 3 and all(t.data.tags["run_kind"] == "trial" for t in trials)
     assert mlflow.active_run() is None
+
+
+def test_single_fold_protocols_side_by_side_give_the_same_numbers(tmp_path, monkeypatch):
+    """random and random_rows run in two threads when fold_jobs >= 2 (Trainer.side_by_side): same predictions,
+    parameters and served model as one after the other, each protocol's trials under its own run."""
+    ov = overrides(tmp_path, n_trials=2, protocols="[random,random_rows,leave_gpu_out]")
+
+    def summary(jobs: int) -> tuple[Trainer, dict, dict]:
+        c = OmegaConf.to_container(compose([
+            *ov, "model=dt", f"sweep.fold_jobs={jobs}", f"reports_dir={tmp_path}/reports-{jobs}",
+            f"sweep.storage=sqlite:///{tmp_path}/optuna-{jobs}.db"]), resolve=True)
+        setup(c["mlflow"]["tracking_uri"], c["mlflow"]["experiment"], c["mlflow"]["artifact_root"])
+        trainer = Trainer(c)
+        return trainer, trainer.run(), c
+
+    seq_trainer, seq, _ = summary(1)
+    par_trainer, par, c = summary(2)
+    assert seq_trainer.side_by_side(["random", "random_rows", "leave_gpu_out"]) == []
+    assert par_trainer.side_by_side(["random", "random_rows", "leave_gpu_out"]) == ["random", "random_rows"]
+    assert par_trainer.side_by_side(["random", "leave_gpu_out"]) == []
+    monkeypatch.setenv("MLFLOW_RUN_ID", "0" * 32)  # under `mlflow run`: no threads (nothing to nest under)
+    assert par_trainer.side_by_side(["random", "random_rows"]) == []
+    monkeypatch.delenv("MLFLOW_RUN_ID")
+    assert list(par["protocols"]) == ["random", "random_rows", "leave_gpu_out"]  # report order kept
+    for p in ("random", "random_rows", "leave_gpu_out"):
+        a = pd.read_csv(seq_trainer.out_dir / p / "predictions.csv")
+        b = pd.read_csv(par_trainer.out_dir / p / "predictions.csv")
+        assert np.array_equal(a["predicted"].to_numpy(), b["predicted"].to_numpy())
+        assert seq["protocols"][p]["fold_params"] == par["protocols"][p]["fold_params"]
+        assert seq["protocols"][p]["mape"] == par["protocols"][p]["mape"]
+    assert par["selection_cv_mape"] == seq["selection_cv_mape"]
+    client = MlflowClient(c["mlflow"]["tracking_uri"])
+    exp = client.get_experiment_by_name(c["mlflow"]["experiment"]).experiment_id
+    for p in ("random", "random_rows"):
+        run_id = par["protocols"][p]["run_id"]
+        assert client.get_run(run_id).info.status == "FINISHED"
+        trials = client.search_runs([exp], f"tags.mlflow.parentRunId = '{run_id}'")
+        assert len(trials) == 2 and all(t.data.tags["run_kind"] == "trial" for t in trials)
+    assert par["protocols"]["random"]["model_uri"].startswith("models:/")
+    assert mlflow.active_run() is None
