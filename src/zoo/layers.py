@@ -55,7 +55,7 @@ from src.zoo.resolve import Built, MissingFrameworkError, UnsupportedModelError
 
 # Bump when a change alters rows (op classification, FLOP rules, batch sizes): committed rows of another
 # version are rebuilt by the `layers` stage.
-LAYERS_VERSION = "1"
+LAYERS_VERSION = "2"
 PASSES = ("forward", "train_forward", "backward")
 # Batch pairs of the two runs each quantity is fitted from (intercept + slope). Batch 1 first for inference
 # (batch-1 shapes are special: size-1 dims make more reshapes views); training needs batch >= 2 (BatchNorm
@@ -441,6 +441,58 @@ def _keras_meta() -> Iterator[None]:
         global_state.set_global_attribute("torch_device", prev)
 
 
+@contextlib.contextmanager
+def _keras_channels_first() -> Iterator[None]:
+    """Build Keras applications channels_first, the layout TensorFlow's GPU convolutions run in.
+
+    tf_cnn_benchmarks runs NCHW on GPUs and cuDNN's convolutions take NCHW; Keras' default channels_last, on
+    the torch backend, wraps every convolution in two layout copies of its activations that no TensorFlow GPU
+    run executes."""
+    import keras
+
+    prev = keras.config.image_data_format()
+    keras.config.set_image_data_format("channels_first")
+    try:
+        yield
+    finally:
+        keras.config.set_image_data_format(prev)
+
+
+def _fused_keras_batch_norm(original: Any) -> Any:
+    """BatchNormalization.call as one native batch norm (TensorFlow's FusedBatchNormV3), not Keras' torch spelling.
+
+    Keras' torch backend computes a batch norm as seven elementwise kernels (sub, add, rsqrt, mul, ...) and, in
+    training, its moments as separate reductions; TensorFlow on a GPU runs one fused cuDNN batch-norm kernel in
+    inference and training (tf.keras and tf_cnn_benchmarks use `fused=True` for 4-D inputs). So a Keras CNN's
+    table has the same `norm` op as a torch CNN's. Masked, renormalised or non-4-D inputs keep Keras' own ops."""
+    import torch
+
+    def call(self: Any, inputs: Any, training: Any = None, mask: Any = None) -> Any:
+        if mask is not None or getattr(self, "renorm", False) or inputs.ndim != 4:
+            return original(self, inputs, training=training, mask=mask)
+        axis = self.axis if self.axis >= 0 else inputs.ndim + self.axis
+        x = inputs if axis == 1 else torch.movedim(inputs, axis, 1)  # a view: no kernel
+        y = torch.nn.functional.batch_norm(
+            x, self.moving_mean.value, self.moving_variance.value,
+            weight=self.gamma.value if self.scale else None, bias=self.beta.value if self.center else None,
+            training=bool(training and self.trainable), momentum=1.0 - float(self.momentum), eps=float(self.epsilon))
+        return y if axis == 1 else torch.movedim(y, 1, axis)
+
+    return call
+
+
+@contextlib.contextmanager
+def _keras_fused_batch_norm() -> Iterator[None]:
+    from keras.src.layers.normalization.batch_normalization import BatchNormalization
+
+    original = BatchNormalization.call
+    BatchNormalization.call = _fused_keras_batch_norm(original)
+    try:
+        yield
+    finally:
+        BatchNormalization.call = original
+
+
 def build_meta(source: str, name: str, input_size: int | None) -> tuple[Built, str]:
     """Build a model with random-free meta weights; returns (built, how) with how = 'meta' or 'cpu_to_meta'.
 
@@ -465,7 +517,7 @@ def build_meta(source: str, name: str, input_size: int | None) -> tuple[Built, s
         if keras.backend.backend() != "torch":
             raise UnsupportedModelError(f"per-layer tables need Keras' torch backend (this process uses "
                                         f"{keras.backend.backend()!r})")
-        with keras.device("meta"):
+        with keras.device("meta"), _keras_channels_first():
             built = build(src, name, input_size)
         return built, "meta"
     try:
@@ -536,9 +588,10 @@ def record_passes(built: Built, batch: int, passes: tuple[str, ...] = PASSES) ->
     rec = Recorder(weights)
     mode_cls = _mode_class(rec)
     shape = (batch, *built.input_shape[1:])
-    keras_ctx = _keras_meta if built.keras_model is not None else contextlib.nullcontext
+    keras = built.keras_model is not None
     result: dict[str, list[OpRecord]] = {}
-    with keras_ctx():
+    with _keras_meta() if keras else contextlib.nullcontext(), \
+            _keras_fused_batch_norm() if keras else contextlib.nullcontext():
         if "forward" in passes:
             x = torch.empty(shape, device="meta")
             _set_training(built, False)

@@ -95,11 +95,13 @@ def build_keras(name: str, input_size: int | None) -> Built:
     size = int(input_size or KERAS_APPLICATIONS[canon])
     ctor = getattr(keras.applications, canon)
     kwargs: dict[str, Any] = {"weights": None}
+    # The image layout Keras is configured with (per-layer tables build channels_first, as TensorFlow GPUs run).
+    shape = (3, size, size) if keras.config.image_data_format() == "channels_first" else (size, size, 3)
     if size != KERAS_APPLICATIONS[canon]:
-        kwargs["input_shape"] = (size, size, 3)
+        kwargs["input_shape"] = shape
     model = ctor(**kwargs)
     module = _KerasAsTorch.wrap(model) if backend == "torch" else None
-    return Built(ModelSpec("keras", canon, size), size, f"keras-{backend}", (1, size, size, 3),
+    return Built(ModelSpec("keras", canon, size), size, f"keras-{backend}", (1, *shape),
                  module=module, keras_model=model)
 
 

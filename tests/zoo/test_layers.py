@@ -236,6 +236,17 @@ def test_keras_mobilenet_on_meta_matches_the_static_analyzer():
     b = df.loc[df["pass"] == "backward"]
     # conv1, 13 pointwise, the 1x1 classifier conv and 13 depthwise convs
     assert (b["op"] == "convolution_backward.default").sum() == 28
+    # As TensorFlow runs it on a GPU: 27 fused batch norms (not Keras' seven elementwise ops each) in inference
+    # and training, and NCHW convolutions without layout copies of their activations.
+    n_bn = sum(type(layer).__name__ == "BatchNormalization" for layer in build("keras", "MobileNet", 64)
+               .keras_model.layers)
+    assert n_bn == 27
+    for p in ("forward", "train_forward"):
+        ran = df.loc[(df["pass"] == p) & df["launches_kernel"]]
+        assert (ran["kind"] == "norm").sum() == n_bn, p
+        assert not (ran["kind"] == "copy").any(), ran["op"].value_counts()
+        assert not ran["op"].str.match(r"(rsqrt|sub|ones_like|var)").any(), ran["op"].value_counts()
+    assert b["op"].str.startswith("native_batch_norm_backward").sum() == n_bn
     assert 2.5 < (s["train_forward"]["macs"] + s["backward"]["macs"]) / s["forward"]["macs"] < 3.0
 
 
