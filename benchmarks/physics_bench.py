@@ -19,6 +19,7 @@ Prints pooled held-out MAPE (and median / worst group) per variant and protocol,
 reports/bench/physics_bench.json and logs an MLflow run (experiment cnnperf-bench).
 
     python benchmarks/physics_bench.py [--models xgb,dt] [--protocols random,leave_gpu_out] [--variants ...]
+        [--predictions DIR]
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def predict_fold(c: dict, df: pd.DataFrame, train: np.ndarray, test: np.ndarray,
     return fit_model(c, df, train).predict(df.iloc[test][cols])
 
 
-def score(c: dict, df: pd.DataFrame, protocol: str, variant: str, seed: int) -> dict:
+def score(c: dict, df: pd.DataFrame, protocol: str, variant: str, seed: int,
+          predictions: Path | None = None) -> dict:
     folds, skipped = outer_folds(df, protocol, c["split"], seed)
     y = df["target"].to_numpy(dtype=float)
     parts = [pd.DataFrame({"row": f.test, "predicted": predict_fold(c, df, f.train, f.test, variant)}) for f in folds]
@@ -74,6 +76,9 @@ def score(c: dict, df: pd.DataFrame, protocol: str, variant: str, seed: int) -> 
     p["measured"] = y[p["row"]]
     by = "family" if protocol in ("leave_family_out", "leave_model_out") else "gpu"
     p["group"] = df[by].to_numpy()[p["row"]]
+    if predictions is not None:  # per-row held-out predictions, to compare two runs on the same rows
+        predictions.parent.mkdir(parents=True, exist_ok=True)
+        p.assign(measurement_id=df["measurement_id"].to_numpy()[p["row"]]).to_csv(predictions, index=False)
     ape = np.abs(p["predicted"] - p["measured"]) / p["measured"] * 100
     groups = ape.groupby(p["group"]).agg(["size", "mean"])
     groups = groups[groups["size"] >= int(c["split"]["min_group_rows"])]
@@ -90,6 +95,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench" / "physics_bench.json"))
+    ap.add_argument("--predictions", default=None,
+                    help="folder for per-row held-out predictions (<variant>__<protocol>.csv)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. data.dataset=/tmp/dataset.parquet")
     args = ap.parse_args(argv)
     models = [m for m in args.models.split(",") if m]
@@ -113,7 +120,9 @@ def main(argv: list[str] | None = None) -> dict:
     for model, variant, protocol in tqdm(jobs, desc="model x variant x protocol"):
         name = "estimate_only" if variant == "estimate_only" else f"{model}:{variant}"
         t = time.perf_counter()
-        r = score(config(model, variant, args.overrides), df, protocol, variant, seed)
+        pred_csv = (Path(args.predictions) / f"{name.replace(':', '__').replace('/', '_')}__{protocol}.csv"
+                    if args.predictions else None)
+        r = score(config(model, variant, args.overrides), df, protocol, variant, seed, pred_csv)
         r["seconds"] = time.perf_counter() - t
         results.setdefault(name, {})[protocol] = r
     out = {"models": models, "variants": variants, "protocols": protocols, "seed": seed, "rows": int(len(df)),
