@@ -196,13 +196,18 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
 
     def __init__(self, numeric_inputs=(), categorical_inputs=(), gpu_features=(), ptx_features=(),
                  engineered: bool = True, release_column: str | None = None, physics=None,
-                 physics_constants: dict | None = None, spec_features: bool = True, ptx=None):
+                 physics_constants: dict | None = None, spec_features: bool = True, ptx=None,
+                 release_number: bool = True):
         self.numeric_inputs = numeric_inputs
         self.categorical_inputs = categorical_inputs
         self.gpu_features = gpu_features
         self.ptx_features = ptx_features
         self.engineered = engineered
         self.release_column = release_column
+        # False: the release still decides TF32 (the physics and `tf32_conv_default`), but the version reaches the
+        # learner one-hot (unseen versions: "infrequent/unknown") instead of as a number, whose order across
+        # sources is confounded with the source (docs/training.md).
+        self.release_number = release_number
         # A `src.features.layer_physics.ProfileIndex`: adds the per-kernel physics estimate and its aggregates.
         self.physics = physics
         self.physics_constants = physics_constants
@@ -242,14 +247,24 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
 
     def encoded_categoricals(self) -> list[str]:
         """Categorical inputs one-hot encoded (the release column is turned into numbers instead)."""
-        return [c for c in self.categorical_inputs if c != self.release_column]
+        numbered = self.release_column if self._release_as_number() else None
+        return [c for c in self.categorical_inputs if c != numbered]
+
+    def _release_as_number(self) -> bool:
+        return getattr(self, "release_number", True)  # models pickled before the option: a number
+
+    def release_feature_names(self) -> list[str]:
+        """The release-derived learner features (none without a release column)."""
+        if not self.release_column:
+            return []
+        return list(RELEASE_FEATURES) if self._release_as_number() else ["tf32_conv_default"]
 
     def numeric_names(self) -> list[str]:
         specs = list(self.gpu_features) if self.spec_features else []
         names = list(self.numeric_inputs) + specs + list(self.ptx_features)
         names += [PTX_COUNTED] if self._ptx_index() is not None else []
         names += ENGINEERED if self.engineered else []
-        names += RELEASE_FEATURES if self.release_column else []
+        names += self.release_feature_names()
         return names + (self._physics_names() if self.physics is not None else [])
 
     @staticmethod
@@ -307,7 +322,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         tf32 = None
         if self.release_column:
             rel = self.release_arrays(X)
-            blocks += [rel[c] for c in RELEASE_FEATURES]
+            blocks += [rel[c] for c in self.release_feature_names()]
             tf32 = rel["tf32_conv_default"] > 0
         if self.physics is not None:
             phys = self.physics_frame(X, tf32)
@@ -355,6 +370,7 @@ def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool, phys
         ptx_features=list(ptx_features),
         engineered=bool(feat_cfg.get("engineered", True)),
         release_column=feat_cfg.get("release_column"),
+        release_number=bool(feat_cfg.get("release_number", True)),
         physics=physics if feat_cfg.get("physics") else None,
         physics_constants=physics_constants,
         spec_features=bool(feat_cfg.get("spec_features", True)),
