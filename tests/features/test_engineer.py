@@ -232,8 +232,27 @@ def test_old_models_pickled_before_the_rewrite_still_transform():
     state = {k: v for k, v in pickle.loads(pickle.dumps(pf)).__dict__.items()}
     assert set(state) == {"numeric_inputs", "categorical_inputs", "gpu_features", "ptx_features", "engineered",
                           "release_column", "physics", "physics_constants", "spec_features", "ptx", "n_features_in_",
-                          "release_by_framework_", "release_median_"}
+                          "release_by_framework_", "release_median_", "release_number"}
     pd.testing.assert_frame_equal(pf.transform(X), _old_transform(pf, X), check_exact=True)
+    old = pickle.loads(pickle.dumps(pf))
+    del old.__dict__["release_number"]  # pickled before the option: the release stays a number
+    assert old.release_feature_names() == ["framework_release", "tf32_conv_default"]
+    pd.testing.assert_frame_equal(old.transform(X), pf.transform(X), check_exact=True)
+
+
+def test_release_one_hot_keeps_tf32_and_encodes_the_version():
+    """release_number=False: the version is one-hot (an unseen version is not placed on a numeric axis), while the
+    release still sets tf32_conv_default."""
+    pf = PerfFeatures(["param_count_m", "gmacs", "activations_m", "batch_size", "img_size"],
+                      ["precision", "mode", "framework", "framework_version"], ["memory_bandwidth_gbs"],
+                      release_column="framework_version", release_number=False)
+    X = pd.DataFrame([row("fp32"), row("fp32", "training", 128)]).assign(framework=["pytorch", "pytorch"],
+                                                                         framework_version=["1.6", "2.1"])
+    out = pf.fit(X).transform(X)
+    assert pf.release_feature_names() == ["tf32_conv_default"]
+    assert "framework_release" not in out.columns and "framework_version" in pf.encoded_categoricals()
+    assert out["tf32_conv_default"].tolist() == [0.0, 1.0]  # PyTorch enables TF32 convolutions from 1.7
+    assert out["framework_version"].tolist() == ["1.6", "2.1"]
 
 
 @pytest.mark.parametrize("values", [
