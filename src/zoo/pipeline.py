@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from src.zoo.func_cache import FuncCache
 from src.zoo.kernel_cache import KernelCache, count_launches, split_cuda
 from src.zoo.resolve import Built, build
 from src.zoo.tvmgen import (
@@ -24,6 +25,8 @@ from src.zoo.tvmgen import (
 
 # Bump when a change alters counts (schedules, lowering, counting): cached rows of another version are redone.
 ZOO_VERSION = "2"
+# Scheduled and lowered PrimFuncs live beside the kernels, under the kernel cache root (src/zoo/func_cache.py).
+FUNCS_DIR = "tvm"
 
 
 def ptx_features(source: str, name: str, input_size: int | None, batch: int, archs: list[str],
@@ -37,7 +40,7 @@ def ptx_features(source: str, name: str, input_size: int | None, batch: int, arc
     nvcc 13 lacks, sm_75); with `nvcc_archs`, only those, each requested arch taking the highest listed one
     not above it (else the lowest). The arch actually compiled is reported as `ptx_arch`. Kernels already in
     `kernel_cache` (default `<workdir>/kernels`, else a temporary folder) are neither compiled nor counted again
-    (src/zoo/kernel_cache.py).
+    (src/zoo/kernel_cache.py), and PrimFuncs already there are neither scheduled nor lowered (func_cache.py).
     """
     pick = {a: choose_nvcc_arch(a, nvcc_archs) for a in archs}
     if batch < 1:
@@ -46,12 +49,13 @@ def ptx_features(source: str, name: str, input_size: int | None, batch: int, arc
     if built is None:
         built = build(source, name, input_size)
     stage = {"build": time.perf_counter() - t0}
-    compiled = compile_cuda(built, batch)
-    stage.update(compiled.seconds)
     with tempfile.TemporaryDirectory(prefix="zoo_kernels_") as tmp:
         root = kernel_cache or (workdir / "kernels" if workdir is not None else Path(tmp))
+        compiled = compile_cuda(built, batch, func_cache=FuncCache(root / FUNCS_DIR))
+        stage.update(compiled.seconds)
         by_ptx_arch, cache_stats = count_through_cache(KernelCache(root), compiled.cuda_source, compiled.launches,
                                                        sorted(set(pick.values()), key=arch_number), stage)
+        cache_stats.update(compiled.func_stats)
     seconds = time.perf_counter() - t0
     result = {
         "source": built.spec.source,

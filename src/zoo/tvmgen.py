@@ -17,9 +17,12 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from src.zoo.resolve import Built, MissingFrameworkError
+
+if TYPE_CHECKING:  # func_cache imports kernel_cache, which imports this module
+    from src.zoo.func_cache import FuncCache
 
 # The CUDA C is generated once per model with this TVM target arch; nvcc then compiles it per requested arch.
 TVM_TARGET_ARCH = "sm_86"
@@ -58,6 +61,7 @@ class Compiled:
     input_shape: tuple[int, ...]
     seconds: dict[str, float]
     non_kernel_calls: dict[str, int] = field(default_factory=dict)
+    func_stats: dict[str, int] = field(default_factory=dict)  # PrimFuncs scheduled vs taken from the func cache
 
     def launches_json(self) -> str:
         return json.dumps([asdict(x) for x in self.launches], indent=1)
@@ -212,31 +216,100 @@ def _lower(mod: Any, target: Any) -> tuple[str, dict[str, tuple], list[str], dic
     """Scheduled Relax module -> (CUDA C, kernel geometry, PrimFunc call order, other calls)."""
     import tvm
     from tvm import relax
-    from tvm.tirx.build import split_host_device_mods, tir_to_runtime
 
     mod = relax.transform.AttachGlobalSymbol()(mod)
     order, other = _call_counts(mod["main"])
     prim = {gv: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
-    tir_mod = tvm.IRModule(prim)
-    host_target = tvm.target.Target("llvm")
-    tir_mod = tvm.tirx.transform.BindTarget(target.with_host(host_target))(tir_mod)
-    pipeline, finalize_host, finalize_device = tvm.tirx.get_default_tir_pipeline(target)
+    source, geometry = lower_prims(prim, target)
+    return source, geometry, order, other
+
+
+def lower_prims(prims: dict, target: Any) -> tuple[str, dict[str, tuple]]:
+    """Scheduled PrimFuncs (with their global symbols) -> (CUDA C of their device kernels, kernel geometry).
+
+    Only the device half is code-generated: TVM's CUDA code generator on the device module gives the same
+    source as a full build, without compiling the host module with LLVM (about a second per CNN).
+    """
+    import tvm
+    from tvm.tirx.build import split_host_device_mods
+
+    tir_mod = tvm.IRModule(prims)
+    tir_mod = tvm.tirx.transform.BindTarget(target.with_host(tvm.target.Target("llvm")))(tir_mod)
+    pipeline, _finalize_host, finalize_device = tvm.tirx.get_default_tir_pipeline(target)
     with tvm.transform.PassContext(opt_level=3):
         lowered = pipeline(tir_mod)
-    host_mod, device_mods = split_host_device_mods(lowered)
+    _host_mod, device_mods = split_host_device_mods(lowered)
     device_mods = {t: finalize_device()(m) for t, m in device_mods.items()}
     if len(device_mods) != 1:
         raise PtxGenerationError("lower", f"expected one CUDA device module, got {len(device_mods)}")
     dev = next(iter(device_mods.values()))
     geometry = {gv.name_hint: kernel_geometry(f.script(), gv.name_hint) for gv, f in dev.functions.items()}
-    runtime = tir_to_runtime(finalize_host()(host_mod), device_mods, host_target)
-    cuda = [m for m in runtime.imports if m.kind == "cuda"]
-    if not cuda:
-        raise PtxGenerationError("lower", "TVM produced no CUDA module")
-    return cuda[0].inspect_source(), geometry, order, other
+    source = tvm.get_global_func("target.build.cuda")(dev, target).inspect_source()
+    if "__global__" not in source and geometry:
+        raise PtxGenerationError("lower", "TVM produced no CUDA kernels")
+    return source, geometry
 
 
-def compile_cuda(built: Built, batch: int = 1, target_arch: str = TVM_TARGET_ARCH) -> Compiled:
+class _NoCommonPreamble(Exception):
+    """Cached PrimFuncs were generated with preambles no one of which contains the others."""
+
+
+def _lower_through_cache(mod: Any, target: Any, dropped: tuple[str, ...], cache: FuncCache, target_arch: str,
+                         secs: dict[str, float]) -> tuple[str, dict[str, tuple], list[str], dict[str, int]]:
+    """Like scheduling then `_lower`, but PrimFuncs found in the cache are neither scheduled nor lowered
+    (src/zoo/func_cache.py). Raises AssertionError from dlight as `_apply_rules` does."""
+    import tvm
+
+    from src.zoo.func_cache import assemble, func_key, records_from_cuda, superset_preamble
+
+    order, other = _call_counts(mod["main"])
+    prims = {gv: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    keys = {gv.name_hint: func_key(f, dropped, target_arch) for gv, f in prims.items()}
+    records = {name: cache.get(key) for name, key in keys.items()}
+    new = {gv: f for gv, f in prims.items() if records[gv.name_hint] is None}
+    cache.last = {"tvm_funcs": len(prims), "tvm_funcs_reused": len(prims) - len(new)}
+    if new:
+        t0 = time.perf_counter()
+        try:
+            scheduled = _apply_rules(tvm.IRModule(new), target, dropped)
+        except AssertionError:
+            raise
+        except Exception as exc:
+            raise PtxGenerationError("schedule", describe(exc)) from exc
+        finally:
+            secs["schedule"] = secs.get("schedule", 0.0) + time.perf_counter() - t0
+        t0 = time.perf_counter()
+        try:
+            named = {gv: f.with_attr("global_symbol", gv.name_hint) for gv, f in scheduled.functions.items()}
+            source, geometry = lower_prims(named, target)
+            kernels_of: dict[str, list[str]] = {gv.name_hint: [] for gv in new}
+            for name in sorted(geometry, key=lambda n: (len(n), n)):
+                m = re.fullmatch(r"(.+)_kernel(?:_(\d+))?", name)
+                if not m or m.group(1) not in kernels_of:
+                    raise PtxGenerationError("lower", f"unexpected device kernel name {name!r}")
+                kernels_of[m.group(1)].append(name)
+            fresh = records_from_cuda(source, kernels_of, geometry)
+        except PtxGenerationError:
+            raise
+        except Exception as exc:
+            raise PtxGenerationError("lower", describe(exc)) from exc
+        finally:
+            secs["lower"] = secs.get("lower", 0.0) + time.perf_counter() - t0
+        for name, rec in fresh.items():
+            cache.put(keys[name], rec)
+            records[name] = rec
+    preamble = superset_preamble([r.preamble for r in records.values() if r.kernels])
+    if preamble is None and any(r.kernels for r in records.values()):
+        raise _NoCommonPreamble
+    first_call = {name: i for i, name in reversed(list(enumerate(order)))}
+    funcs = sorted(records, key=lambda n: (first_call.get(n, len(order)), n))
+    source = assemble(preamble or "", [(name, records[name]) for name in funcs])
+    geometry = {name + k.suffix: (k.grid, k.block) for name in funcs for k in records[name].kernels}
+    return source, geometry, order, other
+
+
+def compile_cuda(built: Built, batch: int = 1, target_arch: str = TVM_TARGET_ARCH,
+                 func_cache: FuncCache | None = None) -> Compiled:
     """Model -> CUDA C of every kernel + the launch list of one inference (no GPU needed).
 
     Some dlight rules claim shapes they cannot handle: GEMV asserts on reparameterised 1x1 branches (timm
@@ -246,6 +319,10 @@ def compile_cuda(built: Built, batch: int = 1, target_arch: str = TVM_TARGET_ARC
     module is scheduled again without those rules (SCHEDULE_FALLBACKS; those functions take the other rules or
     Fallback), and the result records which (`schedule_without_<rules>` in non_kernel_calls). The first error is
     reported if every rule set fails.
+
+    With `func_cache`, PrimFuncs scheduled and lowered for an earlier CNN (same structure, same rule set) are
+    taken from it (src/zoo/func_cache.py): the CUDA C is then assembled from per-PrimFunc kernels, whose
+    parameter names are replaced by position, and `func_stats` says how many were reused.
     """
     tvm = _tvm()
     target = tvm.target.Target({"kind": "cuda", "arch": target_arch})
@@ -254,28 +331,47 @@ def compile_cuda(built: Built, batch: int = 1, target_arch: str = TVM_TARGET_ARC
     for dropped in SCHEDULE_FALLBACKS:
         # A fresh module per attempt: a failed lowering leaves TVM state behind that fails the next rule set too.
         mod = _zero_pipeline(built, batch, target, secs)
-        t0 = time.perf_counter()
-        try:
-            scheduled = _apply_rules(mod, target, dropped)
-        except AssertionError as exc:
-            first_error = first_error or PtxGenerationError("schedule", describe(exc))
-            continue
-        except Exception as exc:
-            raise PtxGenerationError("schedule", describe(exc)) from exc
-        finally:
-            secs["schedule"] = secs.get("schedule", 0.0) + time.perf_counter() - t0
-        t0 = time.perf_counter()
-        try:
-            source, geometry, order, other = _lower(scheduled, target)
-        except Exception as exc:
-            error = exc if isinstance(exc, PtxGenerationError) else PtxGenerationError("lower", describe(exc))
-            first_error = first_error or error
-            continue
-        finally:
-            secs["lower"] = secs.get("lower", 0.0) + time.perf_counter() - t0
+        if func_cache is not None:
+            try:
+                source, geometry, order, other = _lower_through_cache(mod, target, dropped, func_cache,
+                                                                      target_arch, secs)
+            except AssertionError as exc:
+                first_error = first_error or PtxGenerationError("schedule", describe(exc))
+                continue
+            except PtxGenerationError as exc:
+                if exc.stage == "schedule":
+                    raise
+                first_error = first_error or exc
+                continue
+            except _NoCommonPreamble:
+                whole = compile_cuda(built, batch, target_arch)
+                whole.seconds = {k: secs.get(k, 0.0) + whole.seconds.get(k, 0.0) for k in {*secs, *whole.seconds}}
+                return whole
+        else:
+            t0 = time.perf_counter()
+            try:
+                scheduled = _apply_rules(mod, target, dropped)
+            except AssertionError as exc:
+                first_error = first_error or PtxGenerationError("schedule", describe(exc))
+                continue
+            except Exception as exc:
+                raise PtxGenerationError("schedule", describe(exc)) from exc
+            finally:
+                secs["schedule"] = secs.get("schedule", 0.0) + time.perf_counter() - t0
+            t0 = time.perf_counter()
+            try:
+                source, geometry, order, other = _lower(scheduled, target)
+            except Exception as exc:
+                error = exc if isinstance(exc, PtxGenerationError) else PtxGenerationError("lower", describe(exc))
+                first_error = first_error or error
+                continue
+            finally:
+                secs["lower"] = secs.get("lower", 0.0) + time.perf_counter() - t0
         notes = {f"schedule_without_{'_'.join(dropped)}": 1} if dropped else {}
         launches = launch_list(order, geometry)
-        return Compiled(source, launches, batch, (batch, *built.input_shape[1:]), secs, {**other, **notes})
+        stats = dict(func_cache.last) if func_cache is not None else {}
+        return Compiled(source, launches, batch, (batch, *built.input_shape[1:]), secs, {**other, **notes},
+                        func_stats=stats)
     assert first_error is not None
     raise first_error
 

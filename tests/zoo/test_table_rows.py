@@ -108,5 +108,7 @@ def test_each_measured_input_size_keeps_its_own_static_row(tmp_path):
     run_table(tmp_path / "m.parquet", tmp_path / "g.parquet", tmp_path / "cache", tmp_path / "c.parquet",
               tmp_path / "f.csv", tmp_path / "s.parquet", model_timeout_s=None, log=lambda _m: None)
     static = pd.read_parquet(tmp_path / "s.parquet")
-    # both measured sizes, in canonical order; the 320-px row belongs to no measured row any more
-    assert static[["static_img_size", "gmacs"]].values.tolist() == [[224, 4.1], [288, 6.8]]
+    # both measured sizes, in canonical order; the 320-px row belongs to no measured row any more (with timm
+    # installed the rows are recomputed: timm's resnet50 is 4.09 / 6.76 GMACs at 224 / 288 px)
+    assert static["static_img_size"].tolist() == [224, 288]
+    assert static["gmacs"].tolist() == pytest.approx([4.1, 6.8], rel=0.02)
