@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Callable
+from typing import Any
 
 from src.ptx.syntax import FImm, PtxSyntaxError
 
@@ -26,58 +28,49 @@ _TOKEN_RE = re.compile(
 
 
 class Tok:
-    """One token: kind (a group of the token regex), text, 1-based line number."""
+    """One token: kind (a group of the token regex), text, 1-based line number; kind "insn" is a whole instruction
+    line already parsed (`value`, text = its opcode) by the caller's fast path."""
 
-    __slots__ = ("kind", "text", "line")
+    __slots__ = ("kind", "text", "line", "value")
 
-    def __init__(self, kind: str, text: str, line: int):
+    def __init__(self, kind: str, text: str, line: int, value: object = None):
         self.kind = kind
         self.text = text
         self.line = line
+        self.value = value
+
+
+_COMMENT_RE = re.compile(r'("(?:[^"\\\n]|\\[\s\S])*"?)|//[^\n]*|/\*[\s\S]*?(?:\*/|\Z)')
+
+
+def _keep_strings_and_newlines(m: re.Match) -> str:
+    return m.group(1) if m.group(1) is not None else "\n" * m.group().count("\n")
 
 
 def strip_comments(text: str) -> str:
-    """Remove // and /* */ comments, keeping newlines so line numbers stay valid."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            j = i + 1
-            while j < n and text[j] != '"' and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i : j + 1])
-            i = j + 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            seg = text[i : n if j < 0 else j + 2]
-            out.append("\n" * seg.count("\n"))
-            i = n if j < 0 else j + 2
-        else:
-            j = i
-            while j < n and text[j] not in '"/':
-                j += 1
-            if j == i:
-                out.append(c)
-                j = i + 1
-            else:
-                out.append(text[i:j])
-            i = j
-    return "".join(out)
+    """Remove // and /* */ comments, keeping newlines so line numbers stay valid (and strings as they are)."""
+    if "/" not in text:
+        return text
+    return _COMMENT_RE.sub(_keep_strings_and_newlines, text)
 
 
-def tokenize(text: str, lines: list[str], source: str) -> list[Tok]:
+def tokenize(text: str, lines: list[str], source: str,
+             fast_line: Callable[[str, int], Any] | None = None) -> list[Tok]:
     """Tokens line by line (whitespace skipped by the regex scanner); .loc/.file lines dropped.
 
     text is the PTX without comments (strip_comments); lines are the original lines, quoted in errors.
+    fast_line(line text, line number) may return a whole parsed line (a plain instruction), which becomes one
+    "insn" token; it returns None for anything else, which is tokenized as usual.
     """
     toks: list[Tok] = []
     append = toks.append
     finditer = _TOKEN_RE.finditer
     for line_no, line_text in enumerate(text.split("\n"), start=1):
+        if fast_line is not None:
+            parsed = fast_line(line_text, line_no)
+            if parsed is not None:
+                append(Tok("insn", parsed.opcode, line_no, parsed))
+                continue
         pos = 0
         first = True
         for m in finditer(line_text):

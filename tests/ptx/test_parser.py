@@ -175,7 +175,11 @@ def test_random_corruptions_raise_only_the_parsers_error(edits):
         m = parse_ptx(text, "corrupt.ptx")
     except PtxSyntaxError as exc:
         assert exc.line_no >= 1
+        with pytest.raises(PtxSyntaxError) as slow:  # the token-by-token parser rejects it on the same line
+            parse_ptx(text, "corrupt.ptx", fast=False)
+        assert slow.value.line_no == exc.line_no
         return
+    assert parse_ptx(text, "corrupt.ptx", fast=False) == m
     for name in m.kernels:  # if it still parses, program construction fails only with the parser's error
         try:
             build_program(m, name)
@@ -238,3 +242,54 @@ def test_cache_policy_qualifiers_with_double_colons():
     assert (fast.thread_instructions, fast.warp_instructions) == (ref.thread_instructions, ref.warp_instructions)
     assert fast.by_class["other"] == 128  # createpolicy, once per thread
     assert fast.bytes_by_space["load.global"] == 2 * 40 * 16 == fast.bytes_by_space["store.global"]
+
+
+TVM_PTX = sorted((O3.parent / "tvm").glob("*.ptx"))
+
+
+@pytest.mark.parametrize("path", [*PTX_FILES, *TVM_PTX], ids=lambda p: p.name)
+def test_fast_instruction_lines_parse_as_the_token_parser_does(path):
+    text = path.read_text()
+    assert parse_ptx(text, path.name) == parse_ptx(text, path.name, fast=False)
+    assert parse_ptx(SNIPPET) == parse_ptx(SNIPPET, fast=False)
+
+
+def _strip_comments_reference(text: str) -> str:
+    """The character loop strip_comments replaced, kept as the reference."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"' and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i : j + 1])
+            i = j + 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            seg = text[i : n if j < 0 else j + 2]
+            out.append("\n" * seg.count("\n"))
+            i = n if j < 0 else j + 2
+        else:
+            j = i
+            while j < n and text[j] not in '"/':
+                j += 1
+            if j == i:
+                out.append(c)
+                j = i + 1
+            else:
+                out.append(text[i:j])
+            i = j
+    return "".join(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet='ab /*"\\\n', max_size=40))
+def test_strip_comments_matches_the_reference_loop(text):
+    from src.ptx.lexer import strip_comments
+
+    assert strip_comments(text) == _strip_comments_reference(text)
