@@ -52,19 +52,20 @@ def _run_one(target, batch: int, archs: list[str], cache: str, version: str, nvc
 
 def sample_targets(params: dict, k: int, seed: int) -> tuple[list, int, list[str]]:
     """K targets in a random order among those the committed table has counts for, their number, and the
-    measured archs. The committed `ptx_counts` table (not a local cache) names them, so any clone draws the same
+    measured archs. The committed `ptx_kernels` table (not a local cache) names them, so any clone draws the same
     sample."""
     import pandas as pd
 
     from src.zoo.table import cc_to_arch, select_targets
 
     targets, keys = select_targets(pd.read_parquet(params["measurements"]), pd.read_parquet(params["gpus"]))
-    counts = pd.read_parquet(params["counts"], columns=["model_key", "img_size", "batch_size"])
-    have = set(zip(counts.loc[counts["batch_size"] == params["batch"], "model_key"],
-                   counts.loc[counts["batch_size"] == params["batch"], "img_size"].astype(int), strict=True))
+    # per-kernel rows exist for each (CNN, size) compiled at the stage's batch (ptx_counts holds measured batches)
+    kernels = pd.read_parquet(params["kernels"], columns=["model_key", "img_size", "batch_size"]).drop_duplicates()
+    kernels = kernels[kernels["batch_size"] == params["batch"]]
+    have = set(zip(kernels["model_key"], kernels["img_size"].astype(int), strict=True))
     computed = [t for t in targets if t.spec is not None and (t.model_key, int(t.img_size)) in have]
     if not computed:
-        raise SystemExit(f"no target of {params['counts']} at batch {params['batch']}: run the `ptx` stage first")
+        raise SystemExit(f"no target of {params['kernels']} at batch {params['batch']}: run the `ptx` stage first")
     archs = sorted({cc_to_arch(float(c)) for c in keys["compute_capability"].unique()})
     return random.Random(seed).sample(computed, min(k, len(computed))), len(computed), archs
 
