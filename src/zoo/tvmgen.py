@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # func_cache imports kernel_cache, which imports this module
 
 # The CUDA C is generated once per model with this TVM target arch; nvcc then compiles it per requested arch.
 TVM_TARGET_ARCH = "sm_86"
+# Fold constants by shape only (the weights' values never reach the kernels; src/zoo/shape_fold.py).
+SHAPE_ONLY_FOLDING = True
 # nvcc of CUDA 13 compiles sm_75 and newer; older GPUs get the nearest supported arch's PTX (recorded).
 NVCC_MIN_ARCH = 75
 
@@ -185,15 +187,25 @@ def _call_counts(main: Any) -> tuple[list[str], dict[str, int]]:
 SCHEDULE_FALLBACKS: tuple[tuple[str, ...], ...] = ((), ("gemv",), ("matmul",), ("reduction",), ("gemv", "reduction"))
 
 
-def _zero_pipeline(built: Built, batch: int, target: Any, secs: dict[str, float]) -> Any:
-    """Model -> Relax module through TVM's "zero" pipeline (legalised, fused), adding the seconds to `secs`."""
+def _zero_pipeline(built: Built, batch: int, target: Any, secs: dict[str, float],
+                   shape_only: bool | None = None) -> Any:
+    """Model -> Relax module through TVM's "zero" pipeline (legalised, fused), adding the seconds to `secs`.
+
+    shape_only: constant folding decides what to fold as TVM's does but does not compute the folded weights
+    (src/zoo/shape_fold.py), unless the module reads tensor values into shapes; default SHAPE_ONLY_FOLDING."""
     from tvm import relax
+
+    from src.zoo.shape_fold import needs_values, shape_only_folding
 
     mod, stage_secs = to_relax(built, batch)
     t0 = time.perf_counter()
     try:
         with target:
-            mod = relax.get_pipeline("zero")(mod)
+            if (SHAPE_ONLY_FOLDING if shape_only is None else shape_only) and not needs_values(mod):
+                with shape_only_folding():
+                    mod = relax.get_pipeline("zero")(mod)
+            else:
+                mod = relax.get_pipeline("zero")(mod)
     except Exception as exc:
         raise PtxGenerationError("schedule", describe(exc)) from exc
     stage_secs["schedule"] = time.perf_counter() - t0
