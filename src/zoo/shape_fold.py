@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from typing import Any
 
 BUILD_FUNC = "tirx.build"
+# Do-nothing CPU functions by argument count, built once per process.
+_NOOPS: dict[int, Any] = {}
 
 
 def needs_values(mod: Any) -> bool:
@@ -45,15 +47,14 @@ def shape_only_folding() -> Iterator[None]:
     import tvm_ffi
 
     real_build = tvm_ffi.get_global_func(BUILD_FUNC)
-    noops: dict[int, Any] = {}
 
     def noop_build(func: Any, target: Any) -> Any:
         n = len(func.params)
-        if n not in noops:
+        if n not in _NOOPS:
             params = [tvm.tirx.Var(f"arg{i}", "handle") for i in range(n)]
             noop = tvm.tirx.PrimFunc(params, tvm.tirx.Evaluate(0)).with_attr("global_symbol", "tir_function")
-            noops[n] = real_build(noop, target)
-        return noops[n]
+            _NOOPS[n] = real_build(noop, target)
+        return _NOOPS[n]
 
     tvm_ffi.register_global_func(BUILD_FUNC, noop_build, override=True)
     try:
