@@ -262,6 +262,35 @@ def lower_prims(prims: dict, target: Any) -> tuple[str, dict[str, tuple]]:
     return source, geometry
 
 
+def _schedule(mod: Any, target: Any, dropped: tuple[str, ...], secs: dict[str, float]) -> Any:
+    """dlight's schedules, timed into secs["schedule"]. An AssertionError (a rule that claims a shape it cannot
+    handle) passes through for the rule-set fallbacks; any other error is a schedule failure."""
+    t0 = time.perf_counter()
+    try:
+        return _apply_rules(mod, target, dropped)
+    except AssertionError:
+        raise
+    except Exception as exc:
+        raise PtxGenerationError("schedule", describe(exc)) from exc
+    finally:
+        secs["schedule"] = secs.get("schedule", 0.0) + time.perf_counter() - t0
+
+
+def _lower_whole(mod: Any, target: Any, dropped: tuple[str, ...], secs: dict[str, float]
+                 ) -> tuple[str, dict[str, tuple], list[str], dict[str, int]]:
+    """Schedule and lower every PrimFunc of the module (no func cache); lowering errors are stage "lower"."""
+    scheduled = _schedule(mod, target, dropped, secs)
+    t0 = time.perf_counter()
+    try:
+        return _lower(scheduled, target)
+    except PtxGenerationError:
+        raise
+    except Exception as exc:
+        raise PtxGenerationError("lower", describe(exc)) from exc
+    finally:
+        secs["lower"] = secs.get("lower", 0.0) + time.perf_counter() - t0
+
+
 class _NoCommonPreamble(Exception):
     """Cached PrimFuncs were generated with preambles no one of which contains the others."""
 
@@ -281,15 +310,7 @@ def _lower_through_cache(mod: Any, target: Any, dropped: tuple[str, ...], cache:
     new = {gv: f for gv, f in prims.items() if records[gv.name_hint] is None}
     cache.last = {"tvm_funcs": len(prims), "tvm_funcs_reused": len(prims) - len(new)}
     if new:
-        t0 = time.perf_counter()
-        try:
-            scheduled = _apply_rules(tvm.IRModule(new), target, dropped)
-        except AssertionError:
-            raise
-        except Exception as exc:
-            raise PtxGenerationError("schedule", describe(exc)) from exc
-        finally:
-            secs["schedule"] = secs.get("schedule", 0.0) + time.perf_counter() - t0
+        scheduled = _schedule(tvm.IRModule(new), target, dropped, secs)
         t0 = time.perf_counter()
         try:
             named = {gv: f.with_attr("global_symbol", gv.name_hint) for gv, f in scheduled.functions.items()}
@@ -343,42 +364,24 @@ def compile_cuda(built: Built, batch: int = 1, target_arch: str = TVM_TARGET_ARC
     for dropped in SCHEDULE_FALLBACKS:
         # A fresh module per attempt: a failed lowering leaves TVM state behind that fails the next rule set too.
         mod = _zero_pipeline(built, batch, target, secs)
-        if func_cache is not None:
-            try:
+        try:
+            if func_cache is not None:
                 source, geometry, order, other = _lower_through_cache(mod, target, dropped, func_cache,
                                                                       target_arch, secs)
-            except AssertionError as exc:
-                first_error = first_error or PtxGenerationError("schedule", describe(exc))
-                continue
-            except PtxGenerationError as exc:
-                if exc.stage == "schedule":
-                    raise
-                first_error = first_error or exc
-                continue
-            except _NoCommonPreamble:
-                whole = compile_cuda(built, batch, target_arch)
-                whole.seconds = {k: secs.get(k, 0.0) + whole.seconds.get(k, 0.0) for k in {*secs, *whole.seconds}}
-                return whole
-        else:
-            t0 = time.perf_counter()
-            try:
-                scheduled = _apply_rules(mod, target, dropped)
-            except AssertionError as exc:
-                first_error = first_error or PtxGenerationError("schedule", describe(exc))
-                continue
-            except Exception as exc:
-                raise PtxGenerationError("schedule", describe(exc)) from exc
-            finally:
-                secs["schedule"] = secs.get("schedule", 0.0) + time.perf_counter() - t0
-            t0 = time.perf_counter()
-            try:
-                source, geometry, order, other = _lower(scheduled, target)
-            except Exception as exc:
-                error = exc if isinstance(exc, PtxGenerationError) else PtxGenerationError("lower", describe(exc))
-                first_error = first_error or error
-                continue
-            finally:
-                secs["lower"] = secs.get("lower", 0.0) + time.perf_counter() - t0
+            else:
+                source, geometry, order, other = _lower_whole(mod, target, dropped, secs)
+        except AssertionError as exc:  # a rule claimed a shape it cannot handle: the next rule set
+            first_error = first_error or PtxGenerationError("schedule", describe(exc))
+            continue
+        except PtxGenerationError as exc:
+            if exc.stage == "schedule":
+                raise
+            first_error = first_error or exc  # lowering failed: the next rule set
+            continue
+        except _NoCommonPreamble:
+            whole = compile_cuda(built, batch, target_arch)
+            whole.seconds = {k: secs.get(k, 0.0) + whole.seconds.get(k, 0.0) for k in {*secs, *whole.seconds}}
+            return whole
         notes = {f"schedule_without_{'_'.join(dropped)}": 1} if dropped else {}
         launches = launch_list(order, geometry)
         stats = dict(func_cache.last) if func_cache is not None else {}

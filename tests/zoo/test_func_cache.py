@@ -9,7 +9,7 @@ import pytest
 
 from src.zoo.func_cache import FuncCache, FuncKernel, FuncRecord, assemble, superset_preamble
 from src.zoo.kernel_cache import split_cuda
-from tests.zoo.test_kernel_cache import needs_tvm
+from tests.zoo.test_kernel_cache import needs_tvm, tiny_pair
 
 BASE = "#include <cstdint>\n#define uint unsigned int\n"
 SHFL = "#define __shfl_sync(mask, var, lane, width) __shfl((var), (lane), (width))\n"
@@ -47,23 +47,7 @@ def test_records_round_trip_through_disk(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_models():
-    import torch
-
-    from src.zoo.names import ModelSpec
-    from src.zoo.resolve import Built
-    from tests.zoo.test_static import Tiny
-
-    class TinyWide(Tiny):
-        """Tiny's stem (same conv, BN, ReLU, depthwise PrimFuncs), another head: 16 -> 100 classes."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc = torch.nn.Linear(16, 100)
-
-    def built(module, name):
-        return Built(ModelSpec("torch", name, 32), 32, "torch", (1, 3, 32, 32), module=module.eval())
-
-    return built(Tiny(), "tiny"), built(TinyWide(), "tiny_wide")
+    return tiny_pair()
 
 
 def _launches(compiled):

@@ -85,18 +85,15 @@ def test_network_rows_are_per_call_counts_times_calls():
     assert net["launches"] == 5 and net["kernels"] == 2 and not net["estimate"]
 
 
-@pytest.fixture(scope="module")
-def compiled_pair():
+def tiny_pair():
+    """Two small CNNs sharing a stem (same conv, BN, ReLU, depthwise kernels), unlike heads (16 -> 10 / 100)."""
     import torch
 
     from src.zoo.names import ModelSpec
     from src.zoo.resolve import Built
-    from src.zoo.tvmgen import compile_cuda
     from tests.zoo.test_static import Tiny
 
     class TinyWide(Tiny):
-        """The same stem as Tiny (same conv, BN, ReLU, depthwise kernels), another head: 16 -> 100 classes."""
-
         def __init__(self) -> None:
             super().__init__()
             self.fc = torch.nn.Linear(16, 100)
@@ -104,7 +101,14 @@ def compiled_pair():
     def built(module, name):
         return Built(ModelSpec("torch", name, 32), 32, "torch", (1, 3, 32, 32), module=module.eval())
 
-    return compile_cuda(built(Tiny(), "tiny"), 1), compile_cuda(built(TinyWide(), "tiny_wide"), 1)
+    return built(Tiny(), "tiny"), built(TinyWide(), "tiny_wide")
+
+
+@pytest.fixture(scope="module")
+def compiled_pair():
+    from src.zoo.tvmgen import compile_cuda
+
+    return tuple(compile_cuda(b, 1) for b in tiny_pair())
 
 
 @needs_tvm
