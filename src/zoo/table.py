@@ -333,6 +333,14 @@ def canonical(df: pd.DataFrame, keys: list[str], sort_columns: bool = True) -> p
 LEGACY_COUNT_VERSIONS = ("1",)
 
 
+def _other_definition(rows: pd.DataFrame, spec: ModelSpec) -> bool:
+    """Whether committed rows were computed from another definition than the one the name mapping picks now."""
+    if not len(rows) or "zoo_source" not in rows.columns or "zoo_model" not in rows.columns:
+        return False
+    pairs = set(zip(rows["zoo_source"].astype(str), rows["zoo_model"].astype(str), strict=True))
+    return pairs != {(spec.source, spec.name)}
+
+
 def _previous(counts: Path, failures: Path, static: Path, kernels: Path | None, version: str
               ) -> tuple[pd.DataFrame, ...]:
     """The committed tables of an earlier run (rows of this zoo version; legacy network rows, see above)."""
@@ -383,6 +391,7 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
     failures: list[dict] = []
     skipped = 0
     skipped_batches = 0
+    stale_definitions: list[str] = []
     batch_failures: list[dict] = []
     missing_extra = 0
     started = time.perf_counter()
@@ -390,6 +399,7 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
     bar = tqdm(targets, desc="zoo ptx", unit="model")
     for t in bar:
         legacy = pd.DataFrame()  # network rows of an older zoo version: replaced when this run can recompute
+        legacy_is_kernels = False
         over_budget = time_budget_s is not None and time.perf_counter() - started > time_budget_s
         if t.spec is not None and not (cache / f"{t.slug}__b{batch}" / "result.json").exists():
             # A fresh clone has the committed tables but no cache: reuse their rows instead of recompiling.
@@ -399,7 +409,18 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
                                   & (old_counts["img_size"] == t.img_size)] if len(old_counts) else old_counts
             prev_fail = old_fails.loc[(old_fails["model_key"] == t.model_key)
                                       & (old_fails["img_size"] == t.img_size)] if len(old_fails) else old_fails
-            if len(prev_k) == 0 and len(prev) and not (offline_only or over_budget):
+            can_compute = not (offline_only or over_budget)
+            stale = any(_other_definition(df, t.spec) for df in (prev_k, prev, prev_fail))
+            if stale:
+                # The name mapping now picks another definition (e.g. torchvision's inception_v3, not timm's):
+                # the committed rows describe a different network. Recompute; keep them if this run cannot.
+                stale_definitions.append(t.slug)
+                log(f"[zoo] {t.slug}: committed rows come from another definition, "
+                    + ("recomputing" if can_compute else "kept (this run computes nothing new)"))
+            if stale and can_compute:
+                legacy = prev_k if len(prev_k) else prev
+                legacy_is_kernels = bool(len(prev_k))
+            elif len(prev_k) == 0 and len(prev) and can_compute:
                 legacy = prev  # recompute it (per-kernel rows); kept if this environment cannot
             elif len(prev_k) or len(prev) or (len(prev_fail) and not retry_failed):
                 if len(prev_k):
@@ -431,7 +452,11 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
         if static is not None and (t.model_key, t.img_size) not in statics:
             statics[(t.model_key, t.img_size)] = static_row(t, static)
         if fail is not None and len(legacy):
-            carried.append(legacy)  # not recomputed (no zoo extra, or it failed now): the older rows stay
+            # not recomputed (no zoo extra, or it failed now): the older rows stay
+            if legacy_is_kernels:
+                carried_kernels.append((t, legacy))
+            else:
+                carried.append(legacy)
             if fail["stage"] == MISSING_EXTRA:
                 continue
         if fail is not None and fail["stage"] == MISSING_EXTRA:
@@ -517,6 +542,7 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
         "kernel_rows": len(kernels), "kernel_dedup": dedup_summary(kernels),
         "distinct_models_with_counts": int(counts["model_key"].nunique()) if len(counts) else 0,
         "failures": len(fails), "skipped_time_budget": skipped, "skipped_missing_extra": missing_extra,
+        "stale_definitions": stale_definitions,
         "extra_batches": sorted(extra_batches), "extra_batch_results": len(extra),
         "extra_batches_skipped": skipped_batches, "extra_batch_failures": batch_failures,
         "count_methods": counts["count_method"].value_counts().to_dict() if "count_method" in counts else {},

@@ -112,3 +112,53 @@ def test_each_measured_input_size_keeps_its_own_static_row(tmp_path):
     # installed the rows are recomputed: timm's resnet50 is 4.09 / 6.76 GMACs at 224 / 288 px)
     assert static["static_img_size"].tolist() == [224, 288]
     assert static["gmacs"].tolist() == pytest.approx([4.1, 6.8], rel=0.02)
+
+
+def _stale_inputs(tmp_path):
+    """inception_v3 measured with torchvision (whose definition the mapping picks), committed rows from timm's."""
+    from pathlib import Path
+
+    meas = pd.DataFrame({"model": ["inception_v3"], "model_key": ["inception_v3"], "model_source": ["torchvision"],
+                         "img_size": [299], "batch_size": [1], "gpu": ["A"], "is_cpu": [False], "is_cnn": [True],
+                         "gmacs": [5.7]})
+    meas.to_parquet(tmp_path / "m.parquet")
+    _gpus().to_parquet(tmp_path / "g.parquet")
+    committed = Path(__file__).resolve().parents[2] / "data/processed/ptx_kernels.parquet"
+    k = pd.read_parquet(committed)
+    k = k.loc[(k["model_key"] == "inception_v3") & (k["img_size"] == 299) & (k["batch_size"] == 1)]
+    k = k.assign(zoo_source="timm", zoo_model="inception_v3")  # an older mapping's definition
+    k.to_parquet(tmp_path / "k.parquet", index=False)
+    return k
+
+
+def _run(tmp_path, **kw):
+    from src.zoo.table import run_table
+
+    return run_table(tmp_path / "m.parquet", tmp_path / "g.parquet", tmp_path / "cache", tmp_path / "c.parquet",
+                     tmp_path / "f.csv", tmp_path / "s.parquet", out_kernels=tmp_path / "k.parquet",
+                     model_timeout_s=None, log=lambda _m: None, nvcc_archs=["sm_75", "sm_120"], **kw)
+
+
+def test_rows_of_another_definition_are_named_and_kept_when_nothing_is_computed(tmp_path):
+    k = _stale_inputs(tmp_path)
+    s = _run(tmp_path, offline_only=True)
+    assert s["stale_definitions"] == ["torchvision__inception_v3__299"]
+    counts = pd.read_parquet(tmp_path / "c.parquet")
+    assert set(counts["zoo_source"]) == {"timm"} and len(counts) == 1
+    assert counts["ptx_thread_instructions"].iloc[0] == pytest.approx(
+        (k.loc[k["nvcc_arch"] == "sm_75", "thread_instructions"] * k.loc[k["nvcc_arch"] == "sm_75", "calls"]).sum())
+
+
+def test_rows_of_the_current_definition_are_not_stale(tmp_path):
+    k = _stale_inputs(tmp_path)
+    k.assign(zoo_source="torchvision").to_parquet(tmp_path / "k.parquet", index=False)
+    s = _run(tmp_path, offline_only=True)
+    assert s["stale_definitions"] == [] and s["carried_from_table"] == 1
+
+
+@pytest.mark.skipif(importlib.util.find_spec("timm") is not None, reason="needs an environment without the zoo")
+def test_rows_of_another_definition_stay_when_this_environment_cannot_recompute(tmp_path):
+    _stale_inputs(tmp_path)
+    s = _run(tmp_path)
+    assert s["stale_definitions"] == ["torchvision__inception_v3__299"] and s["failures"] == 0
+    assert set(pd.read_parquet(tmp_path / "k.parquet")["zoo_source"]) == {"timm"}
