@@ -118,9 +118,11 @@ def write_run_log(reports_dir: Path, name: str, record: dict) -> Path:
 
 
 def record_benchmark(out: dict, path: Path, mlflow_cfg: dict | None, run_name: str, tags: dict[str, str],
-                     metrics: dict[str, float], experiment: str = "cnnperf-bench") -> Path:
+                     metrics: dict[str, float], experiment: str = "cnnperf-bench",
+                     artifacts: list[Path] | tuple[Path, ...] = ()) -> Path:
     """A benchmark's result: `out` as JSON at `path` (reports/bench/...), and, unless `mlflow_cfg` is None, an
-    MLflow run `run_name` in `experiment` with `tags` (run_kind=benchmark added), `metrics` and the JSON file."""
+    MLflow run `run_name` in `experiment` with `tags` (run_kind=benchmark added), `metrics`, the JSON file and
+    `artifacts` (plots)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2, default=float) + "\n")
@@ -130,4 +132,6 @@ def record_benchmark(out: dict, path: Path, mlflow_cfg: dict | None, run_name: s
             mlflow.set_tags({"run_kind": "benchmark", **tags})
             mlflow.log_metrics(metrics)
             mlflow.log_artifact(str(path))
+            for extra in artifacts:
+                mlflow.log_artifact(str(extra))
     return path

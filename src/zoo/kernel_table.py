@@ -120,3 +120,25 @@ def dedup_summary(kernels: pd.DataFrame) -> dict[str, Any]:
             "distinct_kernel_launches": geometries, "kernels_summed_per_model": int(per_model),
             "distinct_over_per_model": distinct / per_model if per_model else float("nan"),
             "distinct_over_launches": distinct / int(kernels["calls"].sum())}
+
+
+RULE_METRICS = {"thread": "thread_instructions", "warp": "warp_instructions", "fma": "class_fma",
+                "load_global_bytes": "bytes_load_global"}
+
+
+def linear_rule_errors(kernels: pd.DataFrame, batch: int) -> pd.DataFrame:
+    """One row per (model_key, img_size, nvcc_arch) compiled at batch 1 and at `batch`: the error the batch-1 rule
+    makes there, batch * count(1) / count(batch) - 1 (positive = it over-estimates), per metric."""
+    net = network_from_kernels(kernels)
+    key = ["model_key", "img_size", "nvcc_arch"]
+    one = net.loc[net["batch_size"] == 1].set_index(key)
+    big = net.loc[net["batch_size"] == batch].set_index(key)
+    both = one.index.intersection(big.index)
+    out = pd.DataFrame(index=both)
+    for name, col in RULE_METRICS.items():
+        b1 = one.loc[both, col].to_numpy(dtype=float)
+        bb = big.loc[both, col].to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[name] = np.where(bb > 0, batch * b1 / bb - 1.0, np.nan)
+    out["launches_ratio"] = big.loc[both, "launches"].to_numpy() / one.loc[both, "launches"].to_numpy()
+    return out.reset_index()

@@ -9,6 +9,7 @@ import importlib.util
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from src.zoo.kernel_cache import operators, split_cuda
@@ -84,6 +85,24 @@ def test_network_rows_are_per_call_counts_times_calls():
     assert net["class_fma"] == 12000 and net["bytes_load_global"] == 300
     assert net["launches"] == 5 and net["kernels"] == 2 and not net["estimate"]
 
+
+def test_linear_rule_error_compares_batch_32_with_32_times_batch_1():
+    from src.zoo.kernel_table import linear_rule_errors
+
+    def frame(batch, per):
+        res = {"source": "torchvision", "model": "m", "batch_size": batch, "seconds": 2.0, "zoo_version": "2",
+               "by_arch": {"sm_86": {"ptx_arch": "sm_75", "per_kernel": per}}}
+        return kernel_frame("m", 224, res)
+
+    one = frame(1, [_launch(0, "fused_conv2d_add_kernel", "d1", 3, 6400, 4000, 100)])
+    # at batch 32 the tiles fill up: 32 x 3 x 6400 = 614,400 thread instructions by the rule, 512,000 counted
+    big = frame(32, [_launch(0, "fused_conv2d_add_kernel", "d3", 2, 256000, 128000, 3200)])
+    other = frame(1, [_launch(0, "relu_kernel", "d2", 1, 640, 0, 0)]).assign(model_key="only_b1")
+    err = linear_rule_errors(pd.concat([one, big, other], ignore_index=True).fillna(0), 32)
+    assert len(err) == 1 and err.loc[0, "model_key"] == "m"  # a CNN without batch-32 rows has no error
+    assert err.loc[0, "thread"] == pytest.approx(32 * 3 * 6400 / 512000 - 1)
+    assert err.loc[0, "fma"] == pytest.approx(32 * 12000 / 256000 - 1)
+    assert err.loc[0, "launches_ratio"] == pytest.approx(2 / 3)
 
 def tiny_pair():
     """Two small CNNs sharing a stem (same conv, BN, ReLU, depthwise kernels), unlike heads (16 -> 10 / 100)."""
