@@ -197,6 +197,31 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_warm(args: argparse.Namespace) -> int:
+    from src.zoo.warm import warm
+
+    root = Path.cwd()
+    p = _params(root)
+    summary = warm(
+        measurements=root / p.get("measurements", "data/processed/measurements.parquet"),
+        gpus_path=root / p.get("gpus", "data/processed/gpus.parquet"),
+        cache=root / p.get("cache", "data/interim/ptx"),
+        counts=root / p.get("counts", "data/processed/ptx_counts.parquet"),
+        kernels=root / p.get("kernels", "data/processed/ptx_kernels.parquet"),
+        failures_path=root / p.get("failures", "data/processed/ptx_failures.csv"),
+        batch=int(args.batch if args.batch is not None else p.get("batch", 1)),
+        base_batch=int(p.get("batch", 1)),
+        extra_batches=[int(b) for b in (p.get("extra_batches") or [])],
+        nvcc_archs=p.get("nvcc_archs"),
+        shard=_shard(args.shard),
+        time_budget_s=args.time_budget,
+        model_timeout_s=p.get("model_timeout_s", 900),
+        limit=args.limit,
+    )
+    print(json.dumps(summary, indent=1, default=str))
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from src.zoo.names import DLINFBENCH, KERAS_APPLICATIONS, TF_CNN_BENCHMARKS, TORCHVISION_MODELS
 
@@ -249,6 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     tp.add_argument("--retry-failed", action="store_true", help="retry cached failures")
     tp.add_argument("--offline-only", action="store_true",
                     help="never compile: write the tables from the cache / committed tables only")
+    wp = sub.add_parser("warm", help="fill the ptx stage's cache ahead of it, one process per shard (src/zoo/warm.py)")
+    wp.add_argument("--batch", type=int, default=None,
+                    help="compiled batch: params ptx.batch (CNNs not counted yet) or one of ptx.extra_batches")
+    wp.add_argument("--shard", default=None, help="I/N: every N-th target from the I-th (one process per core)")
+    wp.add_argument("--time-budget", type=float, default=None, help="start no new CNN after S s")
+    wp.add_argument("--limit", type=int, default=None, help="only the first N targets of this shard")
     yp = sub.add_parser("layers", help="per-operator table of one model (meta device; src/zoo/layers.py)")
     yp.add_argument("--source", required=True, help="keras | torchvision | timm (onnx: not supported)")
     yp.add_argument("--model", required=True, help="model name")
@@ -273,8 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     lp.add_argument("source", help="keras | torchvision | timm | tf_cnn_benchmarks | dlinfbench")
     args = ap.parse_args(argv)
     try:
-        return {"static": cmd_static, "ptx": cmd_ptx, "table": cmd_table, "list": cmd_list, "layers": cmd_layers,
-                "layers-table": cmd_layers_table}[args.cmd](args)
+        return {"static": cmd_static, "ptx": cmd_ptx, "table": cmd_table, "warm": cmd_warm, "list": cmd_list,
+                "layers": cmd_layers, "layers-table": cmd_layers_table}[args.cmd](args)
     except UnknownModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
