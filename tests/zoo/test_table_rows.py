@@ -162,3 +162,42 @@ def test_rows_of_another_definition_stay_when_this_environment_cannot_recompute(
     s = _run(tmp_path)
     assert s["stale_definitions"] == ["torchvision__inception_v3__299"] and s["failures"] == 0
     assert set(pd.read_parquet(tmp_path / "k.parquet")["zoo_source"]) == {"timm"}
+
+
+def _result_from_rows(k: pd.DataFrame, batch: int, notes: dict) -> dict:
+    """A stage result (as run_target returns it) holding the per-kernel rows `k`."""
+    by_arch = {}
+    for arch, rows in k.groupby("nvcc_arch"):
+        per = [{"order": int(r["order"]), "kernel": r["kernel"], "kernel_digest": r["kernel_digest"],
+                "operators": r["operators"], "grid": [int(r["grid_x"]), int(r["grid_y"]), int(r["grid_z"])],
+                "block": [int(r["block_x"]), int(r["block_y"]), int(r["block_z"])], "calls": int(r["calls"]),
+                "thread_instructions": int(r["thread_instructions"]) * batch,
+                "warp_instructions": int(r["warp_instructions"]) * batch, "predicated_off": 0, "estimate": False,
+                "by_class": {"fma": int(r["class_fma"]) * batch}, "bytes_by_space": {}}
+               for _, r in rows.iterrows()]
+        by_arch[arch] = {"ptx_arch": arch, "per_kernel": per}
+    return {"source": "torchvision", "model": "inception_v3", "batch_size": batch, "seconds": 1.0,
+            "zoo_version": "2", "by_arch": by_arch, "non_kernel_calls": notes}
+
+
+@pytest.mark.parametrize("notes, used", [({}, True), ({"schedule_without_matmul": 1}, False)])
+def test_an_extra_batch_scheduled_with_a_module_wide_fallback_is_not_used(tmp_path, monkeypatch, notes, used):
+    from src.zoo import table
+
+    k = _stale_inputs(tmp_path).assign(zoo_source="torchvision")
+    k.to_parquet(tmp_path / "k.parquet", index=False)
+    meas = pd.read_parquet(tmp_path / "m.parquet")
+    pd.concat([meas, meas.assign(batch_size=64)]).to_parquet(tmp_path / "m.parquet")
+    asked = []
+
+    def run(self, target, batch, *args, **kw):
+        asked.append(batch)
+        return _result_from_rows(k, batch, notes), {}, None
+
+    monkeypatch.setattr(table._Runner, "run", run)
+    s = _run(tmp_path, extra_batches=[32])
+    assert asked == [32] and table.module_fallback(_result_from_rows(k, 32, notes)) == ("" if used else "matmul")
+    counts = pd.read_parquet(tmp_path / "c.parquet").set_index("batch_size")
+    assert counts.loc[64, "count_method"] == ("proportional_b32" if used else "proportional_b1")
+    assert sorted(set(pd.read_parquet(tmp_path / "k.parquet")["batch_size"])) == ([1, 32] if used else [1])
+    assert [f["stage"] for f in s["extra_batch_failures"]] == ([] if used else ["schedule_fallback"])
