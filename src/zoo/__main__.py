@@ -192,8 +192,13 @@ def cmd_table(args: argparse.Namespace) -> int:
         shard=_shard(args.shard),
         recount=args.recount,
         model_timeout_s=p.get("model_timeout_s", 900),
+        prev_batch_failures=root / p.get("batch_failures", "data/processed/ptx_batch_failures.csv"),
     )
     print(json.dumps(summary, indent=1, default=str))
+    from src.zoo.table import write_stage_reports
+
+    write_stage_reports(summary, root / p.get("batch_failures", "data/processed/ptx_batch_failures.csv"),
+                        root / p.get("summary", "reports/zoo/ptx_summary.json"))
     return 0
 
 

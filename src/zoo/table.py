@@ -378,7 +378,7 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
               offline_only: bool = False, model_timeout_s: float | None = 900.0,
               nvcc_archs: list[str] | None = None, shard: tuple[int, int] = (0, 1), recount: bool = False,
               out_kernels: Path | None = None, extra_batches: list[int] | tuple[int, ...] = (),
-              log=print) -> dict[str, Any]:
+              prev_batch_failures: Path | None = None, log=print) -> dict[str, Any]:
     """The whole stage; returns a summary (counts, failures, median seconds per model)."""
     from tqdm import tqdm
 
@@ -495,12 +495,21 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
     # Extra compiled batch sizes (`extra_batches`) for targets whose measured batches use them.
     extra: list[tuple[Target, dict]] = []
     carried_batches = {(t.model_key, t.img_size): set(k["batch_size"].astype(int)) for t, k in carried_kernels}
+    # Extra batches an earlier run did not use stay unused (as failed targets do) until --retry-failed.
+    old_batch_fails: dict[tuple[str, int, int], dict] = {}
+    if prev_batch_failures is not None and prev_batch_failures.exists() and prev_batch_failures.stat().st_size > 1:
+        for row in pd.read_csv(prev_batch_failures).to_dict("records"):
+            old_batch_fails[(str(row["model_key"]), int(row["img_size"]), int(row["batch_size"]))] = row
     for t in tqdm([t for t, _ in results] + [t for t, _ in carried_kernels], desc="zoo ptx extra batches",
                   unit="model", disable=not extra_batches):
         for b in batches_needed(t, keys, list(extra_batches)):
             if b in carried_batches.get((t.model_key, t.img_size), set()):
                 continue
             cached = (cache / f"{t.slug}__b{b}" / "result.json").exists()
+            known = old_batch_fails.get((t.model_key, t.img_size, b))
+            if known is not None and not cached and not retry_failed:
+                batch_failures.append(known)
+                continue
             over = time_budget_s is not None and time.perf_counter() - started > time_budget_s
             if not cached and (offline_only or over):
                 skipped_batches += 1
@@ -561,6 +570,9 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
         "failures": len(fails), "skipped_time_budget": skipped, "skipped_missing_extra": missing_extra,
         "stale_definitions": stale_definitions,
         "extra_batches": sorted(extra_batches), "extra_batch_results": len(extra),
+        "pairs_by_compiled_batch": {str(b): int(n) for b, n in kernels.drop_duplicates(
+            ["model_key", "img_size", "batch_size"])["batch_size"].value_counts().sort_index().items()}
+        if len(kernels) else {},
         "extra_batches_skipped": skipped_batches, "extra_batch_failures": batch_failures,
         "count_methods": counts["count_method"].value_counts().to_dict() if "count_method" in counts else {},
         "count_rows": len(counts),
@@ -571,3 +583,21 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
     }
     summary["failure_reasons"] = {f"{k[0]}:{k[1]}": int(v) for k, v in summary["failure_reasons"].items()}
     return summary
+
+
+# Summary fields that depend on the machine or on what this run found in its cache, not on the tables.
+_UNSTABLE = ("median_seconds_per_model", "computed_or_cached", "carried_from_table", "carried_network_only",
+             "skipped_time_budget", "skipped_missing_extra", "extra_batches_skipped", "extra_batch_results", "archs")
+
+
+def write_stage_reports(summary: dict[str, Any], batch_failures: Path, metrics: Path) -> None:
+    """The stage's summary as a DVC metric (what the tables hold; no timings, so the same tables write the same
+    bytes) and every extra compiled batch that was not used, with its reason (a committed CSV)."""
+    fails = pd.DataFrame(summary.get("extra_batch_failures") or [],
+                         columns=["model_key", "img_size", "batch_size", "stage", "reason"])
+    batch_failures.parent.mkdir(parents=True, exist_ok=True)
+    canonical(fails, ["model_key", "img_size", "batch_size"], sort_columns=False).to_csv(batch_failures, index=False)
+    out = {k: v for k, v in summary.items() if k not in _UNSTABLE and k != "extra_batch_failures"}
+    out["extra_batch_failures"] = {str(k): int(v) for k, v in fails["stage"].value_counts().sort_index().items()}
+    metrics.parent.mkdir(parents=True, exist_ok=True)
+    metrics.write_text(json.dumps(out, indent=1, sort_keys=True, default=str) + "\n")

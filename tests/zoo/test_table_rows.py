@@ -201,3 +201,35 @@ def test_an_extra_batch_scheduled_with_a_module_wide_fallback_is_not_used(tmp_pa
     assert counts.loc[64, "count_method"] == ("proportional_b32" if used else "proportional_b1")
     assert sorted(set(pd.read_parquet(tmp_path / "k.parquet")["batch_size"])) == ([1, 32] if used else [1])
     assert [f["stage"] for f in s["extra_batch_failures"]] == ([] if used else ["schedule_fallback"])
+
+
+def test_unused_extra_batches_are_written_and_not_retried_by_the_next_run(tmp_path, monkeypatch):
+    import json
+
+    from src.zoo import table
+
+    k = _stale_inputs(tmp_path).assign(zoo_source="torchvision")
+    k.to_parquet(tmp_path / "k.parquet", index=False)
+    meas = pd.read_parquet(tmp_path / "m.parquet")
+    pd.concat([meas, meas.assign(batch_size=64)]).to_parquet(tmp_path / "m.parquet")
+    calls = []
+
+    def fallback(self, target, batch, *args, **kw):
+        calls.append(batch)
+        return _result_from_rows(k, batch, {"schedule_without_matmul": 1}), {}, None
+
+    monkeypatch.setattr(table._Runner, "run", fallback)
+    fails, metric = tmp_path / "bf.csv", tmp_path / "summary.json"
+    table.write_stage_reports(_run(tmp_path, extra_batches=[32]), fails, metric)
+    written = pd.read_csv(fails)
+    assert written[["model_key", "img_size", "batch_size", "stage"]].values.tolist() == [
+        ["inception_v3", 299, 32, "schedule_fallback"]]
+    summary = json.loads(metric.read_text())
+    assert summary["extra_batch_failures"] == {"schedule_fallback": 1} and "median_seconds_per_model" not in summary
+    assert summary["count_methods"] == {"compiled": 1, "proportional_b1": 1}
+    assert summary["pairs_by_compiled_batch"] == {"1": 1} and "extra_batch_results" not in summary
+    # the next run carries the failure instead of compiling again; --retry-failed compiles again
+    s = _run(tmp_path, extra_batches=[32], prev_batch_failures=fails)
+    assert calls == [32] and [f["stage"] for f in s["extra_batch_failures"]] == ["schedule_fallback"]
+    _run(tmp_path, extra_batches=[32], prev_batch_failures=fails, retry_failed=True)
+    assert calls == [32, 32]
