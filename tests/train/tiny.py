@@ -77,17 +77,32 @@ def measurements(seed: int = 0) -> pd.DataFrame:
     return pd.concat([df, cpu, nostatic], ignore_index=True)
 
 
+def _compiled_batch(idx, model_key: str, img_size: int, batch: int, cc: float) -> int | None:
+    """The compiled batch the index prices this row from (its rule: PtxIndex.lookup); None if never counted."""
+    from src.features.ptx_lookup import cc_arch_number
+
+    archs = idx.entries.get((str(model_key), int(img_size)))
+    if archs is None:
+        return None
+    batches = [b for b, _ in archs[idx._arch(int(cc_arch_number(np.array([cc]))[0]), archs)]]
+    below = [b for b in batches if b <= batch]
+    return max(below) if below else min(batches)
+
+
 def ptx_counts(meas: pd.DataFrame) -> pd.DataFrame:
     """The `ptx` stage's table for the tiny measurements: the real executed counts of these CNNs (committed
-    data/processed/ptx_counts.parquet, compiled at batch 1) expanded to every measured (batch, cc) by its rules."""
+    data/processed/ptx_counts.parquet, compiled at batch 1 and for some at 32) expanded to every measured (batch, cc)
+    by its rules."""
     from src.config import REPO_ROOT
     from src.features.ptx_lookup import load_ptx_index
 
     idx = load_ptx_index(str(REPO_ROOT / "data" / "processed" / "ptx_counts.parquet"))
     keys = meas.loc[~meas["is_cpu"], ["model_key", "img_size", "batch_size", "gpu"]].merge(
         GPUS[["gpu", "compute_capability"]], on="gpu").drop(columns="gpu").drop_duplicates().reset_index(drop=True)
-    out = keys.assign(nvcc_arch=np.where(keys["compute_capability"] >= 12.0, "sm_120", "sm_75"),
-                      count_method=np.where(keys["batch_size"] == 1, "compiled", "proportional_b1"))
+    compiled = [_compiled_batch(idx, *k) for k in keys.itertuples(index=False)]  # 1, or 32 where compiled at 32
+    method = [("compiled" if b == c else f"proportional_b{c}") if c else "compiled"
+              for b, c in zip(keys["batch_size"], compiled, strict=True)]
+    out = keys.assign(nvcc_arch=np.where(keys["compute_capability"] >= 12.0, "sm_120", "sm_75"), count_method=method)
     return pd.concat([out, pd.DataFrame(idx.lookup(keys), columns=idx.columns)], axis=1)
 
 
