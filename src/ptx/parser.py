@@ -264,11 +264,16 @@ class _Parser:
                     break
         size = 0 if unsized else type_size(vtype) * vec * count
         var = Variable(name_tok.text, space, vtype, size, align, tuple(init))
-        if self.peek() is not None and self.peek().text == ",":
-            # several names in one declaration are rare outside .reg; accept and keep the first
-            while self.next().text != ";":
-                pass
-            return var
+        # Several names in one declaration are rare outside .reg: accept them and keep the first. Each must be a
+        # name (optionally sized); skipping to the next ';' instead would swallow whatever follows a malformed list.
+        while self.accept(","):
+            extra = self.next()
+            if extra.kind != "id":
+                raise self.error(f"expected a variable name after ',', found {extra.text!r}", extra)
+            while self.accept("["):
+                if not self.accept("]"):
+                    self.int_tok()
+                    self.expect("]")
         self.expect(";")
         return var
 

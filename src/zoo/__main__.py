@@ -168,19 +168,28 @@ def _shard(text: str | None) -> tuple[int, int]:
     return (i, n)
 
 
-def cmd_table(args: argparse.Namespace) -> int:
-    from src.zoo.table import run_table
+# Paths of the `ptx` stage (params.yaml `ptx:`), relative to the repository root.
+STAGE_PATHS = {"measurements": "data/processed/measurements.parquet", "gpus": "data/processed/gpus.parquet",
+               "cache": "data/interim/ptx", "counts": "data/processed/ptx_counts.parquet",
+               "kernels": "data/processed/ptx_kernels.parquet", "failures": "data/processed/ptx_failures.csv",
+               "static": "data/processed/static_features.parquet",
+               "batch_failures": "data/processed/ptx_batch_failures.csv", "summary": "reports/zoo/ptx_summary.json"}
 
-    root = Path.cwd()
+
+def _stage(root: Path) -> tuple[dict[str, Any], dict[str, Path]]:
+    """The `ptx` params and the stage's paths under `root`."""
     p = _params(root)
+    return p, {k: root / p.get(k, default) for k, default in STAGE_PATHS.items()}
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    from src.zoo.table import run_table, write_stage_reports
+
+    p, path = _stage(Path.cwd())
     summary = run_table(
-        measurements=root / p.get("measurements", "data/processed/measurements.parquet"),
-        gpus_path=root / p.get("gpus", "data/processed/gpus.parquet"),
-        cache=root / p.get("cache", "data/interim/ptx"),
-        out_counts=root / p.get("counts", "data/processed/ptx_counts.parquet"),
-        out_failures=root / p.get("failures", "data/processed/ptx_failures.csv"),
-        out_static=root / p.get("static", "data/processed/static_features.parquet"),
-        out_kernels=root / p.get("kernels", "data/processed/ptx_kernels.parquet"),
+        measurements=path["measurements"], gpus_path=path["gpus"], cache=path["cache"],
+        out_counts=path["counts"], out_failures=path["failures"], out_static=path["static"],
+        out_kernels=path["kernels"], prev_batch_failures=path["batch_failures"],
         extra_batches=[int(b) for b in (p.get("extra_batches") or [])],
         batch=int(args.batch or p.get("batch", 1)),
         sources=args.sources or p.get("sources"),
@@ -192,28 +201,19 @@ def cmd_table(args: argparse.Namespace) -> int:
         shard=_shard(args.shard),
         recount=args.recount,
         model_timeout_s=p.get("model_timeout_s", 900),
-        prev_batch_failures=root / p.get("batch_failures", "data/processed/ptx_batch_failures.csv"),
     )
     print(json.dumps(summary, indent=1, default=str))
-    from src.zoo.table import write_stage_reports
-
-    write_stage_reports(summary, root / p.get("batch_failures", "data/processed/ptx_batch_failures.csv"),
-                        root / p.get("summary", "reports/zoo/ptx_summary.json"))
+    write_stage_reports(summary, path["batch_failures"], path["summary"])
     return 0
 
 
 def cmd_warm(args: argparse.Namespace) -> int:
     from src.zoo.warm import warm
 
-    root = Path.cwd()
-    p = _params(root)
+    p, path = _stage(Path.cwd())
     summary = warm(
-        measurements=root / p.get("measurements", "data/processed/measurements.parquet"),
-        gpus_path=root / p.get("gpus", "data/processed/gpus.parquet"),
-        cache=root / p.get("cache", "data/interim/ptx"),
-        counts=root / p.get("counts", "data/processed/ptx_counts.parquet"),
-        kernels=root / p.get("kernels", "data/processed/ptx_kernels.parquet"),
-        failures_path=root / p.get("failures", "data/processed/ptx_failures.csv"),
+        measurements=path["measurements"], gpus_path=path["gpus"], cache=path["cache"], counts=path["counts"],
+        kernels=path["kernels"], failures_path=path["failures"], batch_failures_path=path["batch_failures"],
         batch=int(args.batch if args.batch is not None else p.get("batch", 1)),
         base_batch=int(p.get("batch", 1)),
         extra_batches=[int(b) for b in (p.get("extra_batches") or [])],

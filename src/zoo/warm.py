@@ -36,8 +36,10 @@ def warm_targets(targets: list[Target], keys: pd.DataFrame, meas: pd.DataFrame, 
                  failed: set[tuple[str, int]] = frozenset()) -> list[tuple[Target, int]]:
     """(target, rows gained) to compute at `batch`, most rows per GMAC first.
 
-    At the base batch: targets neither counted nor in the failure table yet. At an extra batch: counted targets
-    whose measured batches use it.
+    `counted`: (CNN, size) pairs the committed tables hold at the base batch; `failed`: pairs the stage lists as
+    failed at `batch` (ptx_failures.csv, or ptx_batch_failures.csv at an extra batch) or already holds at it.
+    At the base batch: targets neither counted nor failed. At an extra batch: counted targets whose measured
+    batches use it, not failed or held at it.
     """
     compiled = sorted({base_batch, *extra_batches})
     if batch not in compiled:
@@ -49,10 +51,9 @@ def warm_targets(targets: list[Target], keys: pd.DataFrame, meas: pd.DataFrame, 
         if t.spec is None:
             continue
         key = (t.model_key, t.img_size)
-        if batch == base_batch:
-            if key in counted or key in failed:
-                continue
-        elif key not in counted or batch not in batches_needed(t, keys, list(extra_batches)):
+        if key in failed or (batch == base_batch and key in counted):
+            continue
+        if batch != base_batch and (key not in counted or batch not in batches_needed(t, keys, list(extra_batches))):
             continue
         out.append((t, rows_gained(keys, gpu_rows, t, batch, compiled)))
 
@@ -65,7 +66,7 @@ def warm_targets(targets: list[Target], keys: pd.DataFrame, meas: pd.DataFrame, 
 
 
 def warm(measurements: Path, gpus_path: Path, cache: Path, counts: Path, kernels: Path, failures_path: Path,
-         batch: int,
+         batch_failures_path: Path, batch: int,
          base_batch: int, extra_batches: list[int], nvcc_archs: list[str] | None, shard: tuple[int, int] = (0, 1),
          time_budget_s: float | None = None, model_timeout_s: float | None = 900.0, limit: int | None = None,
          log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -77,14 +78,21 @@ def warm(measurements: Path, gpus_path: Path, cache: Path, counts: Path, kernels
     meas = pd.read_parquet(measurements)
     targets, keys = select_targets(meas, pd.read_parquet(gpus_path))
     counted: set[tuple[str, int]] = set()
+    failed: set[tuple[str, int]] = set()
+
+    def pairs(df: pd.DataFrame) -> set[tuple[str, int]]:
+        return set(zip(df["model_key"].astype(str), df["img_size"].astype(int), strict=True))
+
     for path in (kernels, counts):
         if path.exists():
-            done = pd.read_parquet(path, columns=["model_key", "img_size"]).drop_duplicates()
-            counted |= set(zip(done["model_key"].astype(str), done["img_size"].astype(int), strict=True))
-    failed: set[tuple[str, int]] = set()
-    if failures_path.exists() and failures_path.stat().st_size > 1:
-        f = pd.read_csv(failures_path, usecols=["model_key", "img_size"])
-        failed = set(zip(f["model_key"].astype(str), f["img_size"].astype(int), strict=True))
+            counted |= pairs(pd.read_parquet(path, columns=["model_key", "img_size"]))
+    if batch != base_batch and kernels.exists():
+        held = pd.read_parquet(kernels, columns=["model_key", "img_size", "batch_size"])
+        failed |= pairs(held.loc[held["batch_size"] == batch])
+    listed = failures_path if batch == base_batch else batch_failures_path
+    if listed.exists() and listed.stat().st_size > 1:
+        f = pd.read_csv(listed)
+        failed |= pairs(f if batch == base_batch else f.loc[f["batch_size"] == batch])
     todo = warm_targets(targets, keys, meas, batch, base_batch, extra_batches, counted,
                         failed)[shard[0]::shard[1]]
     if limit is not None:

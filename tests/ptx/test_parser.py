@@ -130,6 +130,10 @@ def test_snippet_covers_module_and_operand_forms():
         (".version 8.0\n.entry k()\n{\n  mov.u32 %r1, #5;\n}\n", 4, "unexpected character"),
         (".version 8.0\nfoo bar;\n", 2, "module level"),
         (".entry k(.param .u32 a\n{\n ret;\n}\n", 2, "expected ','"),
+        # a declaration list cut short (found by the corruption test below: the parser used to skip to the next
+        # ';', across the function's end, and the fast and token parsers then disagreed on what followed)
+        (".version 8.0\n.entry k()\n{\n  .param .u64 p,\n\n}\n.entry m()\n{\n  ret;\n}\n", 6,
+         "expected a variable name after ','"),
     ],
 )
 def test_malformed_input_names_line_and_text(text, line, fragment):

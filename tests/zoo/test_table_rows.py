@@ -180,14 +180,20 @@ def _result_from_rows(k: pd.DataFrame, batch: int, notes: dict) -> dict:
             "zoo_version": "2", "by_arch": by_arch, "non_kernel_calls": notes}
 
 
-@pytest.mark.parametrize("notes, used", [({}, True), ({"schedule_without_matmul": 1}, False)])
-def test_an_extra_batch_scheduled_with_a_module_wide_fallback_is_not_used(tmp_path, monkeypatch, notes, used):
-    from src.zoo import table
-
+def _measured_at_64_too(tmp_path) -> pd.DataFrame:
+    """The committed inception_v3 rows under the current definition, measured at batch 1 and 64."""
     k = _stale_inputs(tmp_path).assign(zoo_source="torchvision")
     k.to_parquet(tmp_path / "k.parquet", index=False)
     meas = pd.read_parquet(tmp_path / "m.parquet")
     pd.concat([meas, meas.assign(batch_size=64)]).to_parquet(tmp_path / "m.parquet")
+    return k
+
+
+@pytest.mark.parametrize("notes, used", [({}, True), ({"schedule_without_matmul": 1}, False)])
+def test_an_extra_batch_scheduled_with_a_module_wide_fallback_is_not_used(tmp_path, monkeypatch, notes, used):
+    from src.zoo import table
+
+    k = _measured_at_64_too(tmp_path)
     asked = []
 
     def run(self, target, batch, *args, **kw):
@@ -208,10 +214,7 @@ def test_unused_extra_batches_are_written_and_not_retried_by_the_next_run(tmp_pa
 
     from src.zoo import table
 
-    k = _stale_inputs(tmp_path).assign(zoo_source="torchvision")
-    k.to_parquet(tmp_path / "k.parquet", index=False)
-    meas = pd.read_parquet(tmp_path / "m.parquet")
-    pd.concat([meas, meas.assign(batch_size=64)]).to_parquet(tmp_path / "m.parquet")
+    k = _measured_at_64_too(tmp_path)
     calls = []
 
     def fallback(self, target, batch, *args, **kw):

@@ -35,6 +35,14 @@ def test_extra_batch_targets_are_counted_cnns_measured_at_it_most_rows_per_gmac_
     assert [(t.model_key, rows) for t, rows in todo] == [("resnet18", 3), ("vgg16", 4)]
 
 
+def test_extra_batch_targets_skip_pairs_held_or_failed_at_that_batch():
+    meas = _meas()
+    targets, keys = select_targets(meas, _gpus())
+    counted = {("resnet18", 224), ("vgg16", 224)}
+    todo = warm_targets(targets, keys, meas, 32, 1, [32], counted, failed={("resnet18", 224)})
+    assert [t.model_key for t, _ in todo] == ["vgg16"]
+
+
 def test_base_batch_targets_are_the_cnns_neither_counted_nor_failed():
     meas = _meas()
     targets, keys = select_targets(meas, _gpus())
@@ -57,7 +65,7 @@ def test_without_the_zoo_extra_it_stops_at_once_and_says_why(tmp_path):
     _gpus().to_parquet(tmp_path / "g.parquet")
     lines: list[str] = []
     s = warm(tmp_path / "m.parquet", tmp_path / "g.parquet", tmp_path / "cache", tmp_path / "c.parquet",
-             tmp_path / "k.parquet", tmp_path / "f.csv", batch=1, base_batch=1, extra_batches=[],
+             tmp_path / "k.parquet", tmp_path / "f.csv", tmp_path / "bf.csv", batch=1, base_batch=1, extra_batches=[],
              nvcc_archs=["sm_75"], model_timeout_s=None, log=lines.append)
     assert s["results"] == 0 and s["failures"] == [] and "torchvision" in s["missing_extra"]
     assert len(lines) == 1 and lines[0].startswith("[zoo warm] stopped")
