@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -262,33 +264,33 @@ def lower_prims(prims: dict, target: Any) -> tuple[str, dict[str, tuple]]:
     return source, geometry
 
 
+@contextmanager
+def _timed_stage(stage: str, secs: dict[str, float], passthrough: tuple[type[BaseException], ...]) -> Iterator[None]:
+    """Time the block into secs[stage]; an error other than `passthrough` becomes PtxGenerationError(stage)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    except passthrough:
+        raise
+    except Exception as exc:
+        raise PtxGenerationError(stage, describe(exc)) from exc
+    finally:
+        secs[stage] = secs.get(stage, 0.0) + time.perf_counter() - t0
+
+
 def _schedule(mod: Any, target: Any, dropped: tuple[str, ...], secs: dict[str, float]) -> Any:
     """dlight's schedules, timed into secs["schedule"]. An AssertionError (a rule that claims a shape it cannot
     handle) passes through for the rule-set fallbacks; any other error is a schedule failure."""
-    t0 = time.perf_counter()
-    try:
+    with _timed_stage("schedule", secs, (AssertionError,)):
         return _apply_rules(mod, target, dropped)
-    except AssertionError:
-        raise
-    except Exception as exc:
-        raise PtxGenerationError("schedule", describe(exc)) from exc
-    finally:
-        secs["schedule"] = secs.get("schedule", 0.0) + time.perf_counter() - t0
 
 
 def _lower_whole(mod: Any, target: Any, dropped: tuple[str, ...], secs: dict[str, float]
                  ) -> tuple[str, dict[str, tuple], list[str], dict[str, int]]:
     """Schedule and lower every PrimFunc of the module (no func cache); lowering errors are stage "lower"."""
     scheduled = _schedule(mod, target, dropped, secs)
-    t0 = time.perf_counter()
-    try:
+    with _timed_stage("lower", secs, (PtxGenerationError,)):
         return _lower(scheduled, target)
-    except PtxGenerationError:
-        raise
-    except Exception as exc:
-        raise PtxGenerationError("lower", describe(exc)) from exc
-    finally:
-        secs["lower"] = secs.get("lower", 0.0) + time.perf_counter() - t0
 
 
 class _NoCommonPreamble(Exception):
@@ -311,8 +313,7 @@ def _lower_through_cache(mod: Any, target: Any, dropped: tuple[str, ...], cache:
     cache.last = {"tvm_funcs": len(prims), "tvm_funcs_reused": len(prims) - len(new)}
     if new:
         scheduled = _schedule(tvm.IRModule(new), target, dropped, secs)
-        t0 = time.perf_counter()
-        try:
+        with _timed_stage("lower", secs, (PtxGenerationError,)):
             named = {gv: f.with_attr("global_symbol", gv.name_hint) for gv, f in scheduled.functions.items()}
             source, geometry = lower_prims(named, target)
             kernels_of: dict[str, list[str]] = {gv.name_hint: [] for gv in new}
@@ -322,12 +323,6 @@ def _lower_through_cache(mod: Any, target: Any, dropped: tuple[str, ...], cache:
                     raise PtxGenerationError("lower", f"unexpected device kernel name {name!r}")
                 kernels_of[m.group(1)].append(name)
             fresh = records_from_cuda(source, kernels_of, geometry)
-        except PtxGenerationError:
-            raise
-        except Exception as exc:
-            raise PtxGenerationError("lower", describe(exc)) from exc
-        finally:
-            secs["lower"] = secs.get("lower", 0.0) + time.perf_counter() - t0
         for name, rec in fresh.items():
             cache.put(keys[name], rec)
             records[name] = rec
