@@ -222,6 +222,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
         time_budget_s=args.time_budget,
         model_timeout_s=p.get("model_timeout_s", 900),
         limit=args.limit,
+        models=args.models,
     )
     print(json.dumps(summary, indent=1, default=str))
     return 0
@@ -285,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     wp.add_argument("--shard", default=None, help="I/N: every N-th target from the I-th (one process per core)")
     wp.add_argument("--time-budget", type=float, default=None, help="start no new CNN after S s")
     wp.add_argument("--limit", type=int, default=None, help="only the first N targets of this shard")
+    wp.add_argument("--models", nargs="+", default=None, metavar="PATTERN",
+                    help="only model keys matching these shell patterns, computed even if the tables hold them "
+                         "(e.g. after a change in how they compile); cached failures are retried")
     yp = sub.add_parser("layers", help="per-operator table of one model (meta device; src/zoo/layers.py)")
     yp.add_argument("--source", required=True, help="keras | torchvision | timm (onnx: not supported)")
     yp.add_argument("--model", required=True, help="model name")

@@ -7,10 +7,13 @@ this cache every model ran dlight's default GPU schedules and TIR lowering on al
 enter it) plus the name order of its parameters (CUDA kernels list their buffer arguments by name, and the
 kernel cache numbers arguments by position), under one TVM version, TVM target and dlight rule set. A PrimFunc
 seen before gives its device kernels (CUDA text with names replaced by position, grid and block) from here; only
-new ones are scheduled, lowered and code-generated.
+new ones are scheduled, lowered and code-generated. Each function is scheduled alone (src/zoo/schedule.py), so its
+record does not depend on the other functions of the CNN; it names the dlight rules it was scheduled without.
 
 Layout under the kernel cache root: `tvm/<dd>/<key>.json.gz`, one record per PrimFunc:
-{"preamble": CUDA preamble it was generated with, "kernels": [{"suffix", "canonical", "grid", "block"}]}.
+{"preamble": CUDA preamble it was generated with, "kernels": [{"suffix", "canonical", "grid", "block"}],
+"without": [dlight rules it was scheduled without]} ("without" absent: none; records written before per-function
+scheduling were all scheduled with every rule, since a module where a rule failed wrote no record under this key).
 """
 
 from __future__ import annotations
@@ -42,23 +45,27 @@ class FuncKernel:
 class FuncRecord:
     preamble: str
     kernels: tuple[FuncKernel, ...]
+    without: tuple[str, ...] = ()
 
 
-def func_key(func: Any, dropped: tuple[str, ...], target_arch: str) -> str:
+def func_key(func: Any, target_arch: str) -> str:
     """Identity of an unscheduled PrimFunc for the cache (see the module docstring)."""
     import tvm
     import tvm_ffi
 
     names = [str(p.name) for p in func.params]
     rank = sorted(range(len(names)), key=lambda i: (names[i], i))
-    payload = json.dumps([FUNC_CACHE_VERSION, tvm.__version__, target_arch, sorted(dropped),
+    # [] held the rules dropped for the whole module before functions were scheduled alone (always [] now; kept so
+    # that the keys of existing records stay the same)
+    payload = json.dumps([FUNC_CACHE_VERSION, tvm.__version__, target_arch, [],
                           str(tvm_ffi.structural_hash(func)), rank])
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
 
-def records_from_cuda(source: str, kernels_of: dict[str, list[str]],
-                      geometry: dict[str, tuple]) -> dict[str, FuncRecord]:
-    """CUDA C of some PrimFuncs -> one record per PrimFunc (kernels_of: func name -> its kernel names)."""
+def records_from_cuda(source: str, kernels_of: dict[str, list[str]], geometry: dict[str, tuple],
+                      without: dict[str, tuple[str, ...]] | None = None) -> dict[str, FuncRecord]:
+    """CUDA C of some PrimFuncs -> one record per PrimFunc (kernels_of: func name -> its kernel names; without:
+    func name -> dlight rules it was scheduled without)."""
     preamble, kernels = split_cuda(source)
     by_name = {k.name: k for k in kernels}
     out = {}
@@ -69,7 +76,7 @@ def records_from_cuda(source: str, kernels_of: dict[str, list[str]],
                 raise KeyError(f"kernel {name!r} of PrimFunc {func!r} is not in the generated CUDA C")
             g, b = geometry[name]
             ks.append(FuncKernel(name[len(func):], by_name[name].canonical, tuple(g), tuple(b)))
-        out[func] = FuncRecord(preamble, tuple(ks))
+        out[func] = FuncRecord(preamble, tuple(ks), tuple((without or {}).get(func, ())))
     return out
 
 
@@ -111,10 +118,12 @@ class FuncCache:
             data = json.load(f)
         kernels = tuple(FuncKernel(k["suffix"], k["canonical"], tuple(k["grid"]), tuple(k["block"]))
                         for k in data["kernels"])
-        return FuncRecord(data["preamble"], kernels)
+        return FuncRecord(data["preamble"], kernels, tuple(data.get("without", ())))
 
     def put(self, key: str, rec: FuncRecord) -> None:
         data = {"preamble": rec.preamble,
                 "kernels": [{"suffix": k.suffix, "canonical": k.canonical, "grid": list(k.grid),
                              "block": list(k.block)} for k in rec.kernels]}
+        if rec.without:
+            data["without"] = list(rec.without)
         _atomic_write(self._path(key), gzip.compress(json.dumps(data).encode(), mtime=0))

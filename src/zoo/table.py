@@ -135,6 +135,11 @@ def run_target(target: Target, batch: int, archs: list[str], cache: Path, versio
             done = recount_artifacts(work, done, cache / KERNELS_DIR)
         if changed or recount:
             write_result(work, done)
+    outdated = None
+    if done is not None and module_fallback(done):
+        # Scheduled under the earlier module-wide fallback: recompute (each function alone); kept if this
+        # environment cannot.
+        outdated, done = done, None
     if done is not None and static is not None:
         return done, static, None
     failed = _cached(work / "failure.json", version, archs)
@@ -157,6 +162,8 @@ def run_target(target: Target, batch: int, archs: list[str], cache: Path, versio
                                 kernel_cache=cache / KERNELS_DIR)
         return done, static, None
     except MissingFrameworkError as exc:
+        if outdated is not None:
+            return outdated, static, None
         # Not the model's fault: this environment lacks the zoo extra. Reported as skipped, never cached.
         return None, static, {"zoo_version": version, "stage": MISSING_EXTRA, "error": type(exc).__name__,
                               "reason": str(exc)[:400], "seconds": time.perf_counter() - t0}
@@ -174,10 +181,11 @@ def run_target(target: Target, batch: int, archs: list[str], cache: Path, versio
 
 
 def module_fallback(result: dict) -> str:
-    """The dlight rules a result's module was scheduled without ('' if none: src/zoo/tvmgen.py SCHEDULE_FALLBACKS).
+    """The dlight rules a result's whole module was scheduled without ('' if none), under the module-wide
+    fallback used before each PrimFunc was scheduled alone (src/zoo/schedule.py); such results are outdated.
 
-    Why it matters: the rule set is dropped for the whole module, so one squeeze-excite matmul that dlight's Matmul
-    rule cannot schedule at batch 32 sends every convolution of the CNN to the naive Fallback schedule: measured on
+    Why it matters: the rule set was dropped for the whole module, so one squeeze-excite matmul that dlight's Matmul
+    rule cannot schedule at batch 32 sent every convolution of the CNN to the naive Fallback schedule: measured on
     the 239 CNNs first compiled at 32, the batch-1 rule's error was a median -15 % (down to -97 %, 38x the per-sample
     count) on the 133 scheduled so, +1.8 % on the 106 others (docs/zoo.md)."""
     calls = result.get("non_kernel_calls") or {}
@@ -336,6 +344,11 @@ def canonical(df: pd.DataFrame, keys: list[str], sort_columns: bool = True) -> p
     rest = [c for c in df.columns if c not in keys]
     cols = [k for k in keys if k in df.columns] + (sorted(rest) if sort_columns else rest)
     return df[cols].sort_values(cols, kind="mergesort", na_position="last").reset_index(drop=True)
+
+
+# Stages of ptx_batch_failures.csv entries an earlier scheduling policy caused: retried whenever the zoo extra is
+# present (not only with --retry-failed).
+OUTDATED_BATCH_FAILURES = ("schedule_fallback",)
 
 
 # Network count rows of these zoo versions are carried for CNNs that have no per-kernel rows yet: version 1
@@ -507,7 +520,8 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
                 continue
             cached = (cache / f"{t.slug}__b{b}" / "result.json").exists()
             known = old_batch_fails.get((t.model_key, t.img_size, b))
-            if known is not None and not cached and not retry_failed:
+            outdated = known is not None and known["stage"] in OUTDATED_BATCH_FAILURES
+            if known is not None and not cached and not retry_failed and not (outdated and not offline_only):
                 batch_failures.append(known)
                 continue
             over = time_budget_s is not None and time.perf_counter() - started > time_budget_s
@@ -515,6 +529,9 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
                 skipped_batches += 1
                 continue
             res, _static, fail = runner.run(t, b, archs, cache, version, retry_failed, nvcc_archs, recount)
+            if fail is not None and fail["stage"] == MISSING_EXTRA and known is not None:
+                batch_failures.append(known)  # could not be retried here: the entry stays
+                continue
             if res is not None and (dropped := module_fallback(res)):
                 # Not comparable with its batch-1 counts (docs/zoo.md "Batch size"): its rows keep the batch-1 rule.
                 batch_failures.append({"model_key": t.model_key, "img_size": t.img_size, "batch_size": b,

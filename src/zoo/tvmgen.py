@@ -185,10 +185,6 @@ def _call_counts(main: Any) -> tuple[list[str], dict[str, int]]:
     return order, other
 
 
-# dlight rule sets tried in order: all rules, then without the rules known to claim shapes they cannot handle.
-SCHEDULE_FALLBACKS: tuple[tuple[str, ...], ...] = ((), ("gemv",), ("matmul",), ("reduction",), ("gemv", "reduction"))
-
-
 def _zero_pipeline(built: Built, batch: int, target: Any, secs: dict[str, float],
                    shape_only: bool | None = None) -> Any:
     """Model -> Relax module through TVM's "zero" pipeline (legalised, fused), adding the seconds to `secs`.
@@ -214,28 +210,6 @@ def _zero_pipeline(built: Built, batch: int, target: Any, secs: dict[str, float]
     for key, value in stage_secs.items():
         secs[key] = secs.get(key, 0.0) + value
     return mod
-
-
-def _apply_rules(mod: Any, target: Any, dropped: tuple[str, ...]) -> Any:
-    """TVM's default GPU schedules (dlight) with the rules `dropped` left out."""
-    import tvm.s_tir.dlight as dl
-
-    rules = {"matmul": dl.gpu.Matmul, "gemv": dl.gpu.GEMV, "reduction": dl.gpu.Reduction,
-             "general_reduction": dl.gpu.GeneralReduction, "fallback": dl.gpu.Fallback}
-    with target:
-        return dl.ApplyDefaultSchedule(*(r() for k, r in rules.items() if k not in dropped))(mod)
-
-
-def _lower(mod: Any, target: Any) -> tuple[str, dict[str, tuple], list[str], dict[str, int]]:
-    """Scheduled Relax module -> (CUDA C, kernel geometry, PrimFunc call order, other calls)."""
-    import tvm
-    from tvm import relax
-
-    mod = relax.transform.AttachGlobalSymbol()(mod)
-    order, other = _call_counts(mod["main"])
-    prim = {gv: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
-    source, geometry = lower_prims(prim, target)
-    return source, geometry, order, other
 
 
 def lower_prims(prims: dict, target: Any) -> tuple[str, dict[str, tuple]]:
@@ -278,51 +252,85 @@ def _timed_stage(stage: str, secs: dict[str, float], passthrough: tuple[type[Bas
         secs[stage] = secs.get(stage, 0.0) + time.perf_counter() - t0
 
 
-def _schedule(mod: Any, target: Any, dropped: tuple[str, ...], secs: dict[str, float]) -> Any:
-    """dlight's schedules, timed into secs["schedule"]. An AssertionError (a rule that claims a shape it cannot
-    handle) passes through for the rule-set fallbacks; any other error is a schedule failure."""
-    with _timed_stage("schedule", secs, (AssertionError,)):
-        return _apply_rules(mod, target, dropped)
+def _lowers(gv: Any, func: Any, target: Any) -> bool:
+    """Whether one scheduled PrimFunc lowers on its own."""
+    try:
+        lower_prims({gv: func}, target)
+    except Exception:
+        return False
+    return True
 
 
-def _lower_whole(mod: Any, target: Any, dropped: tuple[str, ...], secs: dict[str, float]
-                 ) -> tuple[str, dict[str, tuple], list[str], dict[str, int]]:
-    """Schedule and lower every PrimFunc of the module (no func cache); lowering errors are stage "lower"."""
-    scheduled = _schedule(mod, target, dropped, secs)
-    with _timed_stage("lower", secs, (PtxGenerationError,)):
-        return _lower(scheduled, target)
+def schedule_and_lower(prims: dict, target: Any, secs: dict[str, float]
+                       ) -> tuple[str, dict[str, tuple], dict[str, tuple[str, ...]]]:
+    """Unscheduled PrimFuncs -> (CUDA C of their device kernels, kernel geometry, rules each was scheduled without).
+
+    Each function is scheduled alone (src/zoo/schedule.py: a rule that asserts on it declines), then all are
+    lowered together. If that fails, the functions that do not lower alone are scheduled again without the rule
+    that took them, until they lower or only Fallback's schedule is left (then the lowering error is raised).
+    Scheduling is timed into secs["schedule"], lowering (failed attempts too) into secs["lower"]; an error other
+    than a declining assertion is a PtxGenerationError of that stage.
+    """
+    from src.zoo.schedule import schedule_func
+
+    excluded: dict[Any, frozenset[str]] = {gv: frozenset() for gv in prims}
+    done: dict[Any, Any] = {}
+    while True:
+        with _timed_stage("schedule", secs, ()):
+            for gv, f in prims.items():
+                if gv not in done:
+                    done[gv] = schedule_func(f, target, excluded[gv])
+        named = {gv: d.func.with_attr("global_symbol", gv.name_hint) for gv, d in done.items()}
+        try:
+            with _timed_stage("lower", secs, (PtxGenerationError,)):
+                source, geometry = lower_prims(named, target)
+            return source, geometry, {gv.name_hint: d.without for gv, d in done.items()}
+        except PtxGenerationError as exc:
+            with _timed_stage("lower", secs, ()):
+                failing = [gv for gv in named if not _lowers(gv, named[gv], target)]
+            stuck = [gv.name_hint for gv in failing if done[gv].rule in ("", "fallback")]
+            if not failing or stuck:
+                where = f" ({', '.join(sorted(stuck))} fail to lower under every rule)" if stuck else ""
+                raise PtxGenerationError("lower", f"{exc}{where}") from exc
+            for gv in failing:
+                excluded[gv] = excluded[gv] | {done.pop(gv).rule}
+
+
+def _call_graph(mod: Any) -> tuple[list[str], dict[str, int], dict]:
+    """(PrimFunc call order of `main`, non-kernel calls, the module's PrimFuncs by GlobalVar)."""
+    import tvm
+    from tvm import relax
+
+    # PrimFuncs as the pipeline left them: a global symbol attribute would enter their structural hash (func_key)
+    prims = {gv: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    order, other = _call_counts(relax.transform.AttachGlobalSymbol()(mod)["main"])
+    return order, other, prims
 
 
 class _NoCommonPreamble(Exception):
     """Cached PrimFuncs were generated with preambles no one of which contains the others."""
 
 
-def _lower_through_cache(mod: Any, target: Any, dropped: tuple[str, ...], cache: FuncCache, target_arch: str,
-                         secs: dict[str, float]) -> tuple[str, dict[str, tuple], list[str], dict[str, int]]:
-    """Like scheduling then `_lower`, but PrimFuncs found in the cache are neither scheduled nor lowered
-    (src/zoo/func_cache.py). Raises AssertionError from dlight as `_apply_rules` does."""
-    import tvm
-
+def _lower_through_cache(prims: dict, order: list[str], target: Any, cache: FuncCache, target_arch: str,
+                         secs: dict[str, float]) -> tuple[str, dict[str, tuple], dict[str, tuple[str, ...]]]:
+    """Like `schedule_and_lower`, but PrimFuncs found in the cache are neither scheduled nor lowered
+    (src/zoo/func_cache.py); kernels are listed in first-call order, as TVM's whole-module code generation does."""
     from src.zoo.func_cache import assemble, func_key, records_from_cuda, superset_preamble
 
-    order, other = _call_counts(mod["main"])
-    prims = {gv: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
-    keys = {gv.name_hint: func_key(f, dropped, target_arch) for gv, f in prims.items()}
+    keys = {gv.name_hint: func_key(f, target_arch) for gv, f in prims.items()}
     records = {name: cache.get(key) for name, key in keys.items()}
     new = {gv: f for gv, f in prims.items() if records[gv.name_hint] is None}
     cache.last = {"tvm_funcs": len(prims), "tvm_funcs_reused": len(prims) - len(new)}
     if new:
-        scheduled = _schedule(tvm.IRModule(new), target, dropped, secs)
+        source, geometry, without = schedule_and_lower(new, target, secs)
         with _timed_stage("lower", secs, (PtxGenerationError,)):
-            named = {gv: f.with_attr("global_symbol", gv.name_hint) for gv, f in scheduled.functions.items()}
-            source, geometry = lower_prims(named, target)
             kernels_of: dict[str, list[str]] = {gv.name_hint: [] for gv in new}
             for name in sorted(geometry, key=lambda n: (len(n), n)):
                 m = re.fullmatch(r"(.+)_kernel(?:_(\d+))?", name)
                 if not m or m.group(1) not in kernels_of:
                     raise PtxGenerationError("lower", f"unexpected device kernel name {name!r}")
                 kernels_of[m.group(1)].append(name)
-            fresh = records_from_cuda(source, kernels_of, geometry)
+            fresh = records_from_cuda(source, kernels_of, geometry, without)
         for name, rec in fresh.items():
             cache.put(keys[name], rec)
             records[name] = rec
@@ -330,60 +338,43 @@ def _lower_through_cache(mod: Any, target: Any, dropped: tuple[str, ...], cache:
     if preamble is None and any(r.kernels for r in records.values()):
         raise _NoCommonPreamble
     first_call = {name: i for i, name in reversed(list(enumerate(order)))}
-    funcs = sorted(records, key=lambda n: (first_call.get(n, len(order)), n))
-    source = assemble(preamble or "", [(name, records[name]) for name in funcs])
-    geometry = {name + k.suffix: (k.grid, k.block) for name in funcs for k in records[name].kernels}
-    return source, geometry, order, other
+    names = sorted(records, key=lambda n: (first_call.get(n, len(order)), n))
+    source = assemble(preamble or "", [(name, records[name]) for name in names])
+    geometry = {name + k.suffix: (k.grid, k.block) for name in names for k in records[name].kernels}
+    return source, geometry, {name: records[name].without for name in names}
 
 
 def compile_cuda(built: Built, batch: int = 1, target_arch: str = TVM_TARGET_ARCH,
                  func_cache: FuncCache | None = None) -> Compiled:
     """Model -> CUDA C of every kernel + the launch list of one inference (no GPU needed).
 
-    Some dlight rules claim shapes they cannot handle: GEMV asserts on reparameterised 1x1 branches (timm
-    mobileone_*, `assert r_loops`), Matmul's cache-write check on squeeze-excite blocks at batch > 1
-    (efficientnet_b0, mobilenetv3, ghostnet, mixnet, dm_nfnet), and Reduction's cross-thread schedule of a grouped
-    convolution fails to lower (timm resnest50d_*, where GEMV claims it once Reduction is left out). Then the
-    module is scheduled again without those rules (SCHEDULE_FALLBACKS; those functions take the other rules or
-    Fallback), and the result records which (`schedule_without_<rules>` in non_kernel_calls). The first error is
-    reported if every rule set fails.
+    Each PrimFunc gets dlight's default GPU schedules alone; a rule that cannot handle a function is left out for
+    that function only (`schedule_and_lower`, src/zoo/schedule.py), and `non_kernel_calls` says how many functions
+    went without which rule (`funcs_scheduled_without_<rule>`). Results of the earlier module-wide fallback carry
+    `schedule_without_<rules>` instead (table.module_fallback).
 
-    With `func_cache`, PrimFuncs scheduled and lowered for an earlier CNN (same structure, same rule set) are
-    taken from it (src/zoo/func_cache.py): the CUDA C is then assembled from per-PrimFunc kernels, whose
-    parameter names are replaced by position, and `func_stats` says how many were reused.
+    With `func_cache`, PrimFuncs scheduled and lowered for an earlier CNN (same structure) are taken from it
+    (src/zoo/func_cache.py): the CUDA C is then assembled from per-PrimFunc kernels, whose parameter names are
+    replaced by position, and `func_stats` says how many were reused.
     """
+    from src.zoo.schedule import rules_dropped
+
     tvm = _tvm()
     target = tvm.target.Target({"kind": "cuda", "arch": target_arch})
-    secs: dict[str, float] = {}  # failed attempts count too
-    first_error: PtxGenerationError | None = None
-    for dropped in SCHEDULE_FALLBACKS:
-        # A fresh module per attempt: a failed lowering leaves TVM state behind that fails the next rule set too.
-        mod = _zero_pipeline(built, batch, target, secs)
+    secs: dict[str, float] = {}
+    order, other, prims = _call_graph(_zero_pipeline(built, batch, target, secs))
+    if func_cache is not None:
         try:
-            if func_cache is not None:
-                source, geometry, order, other = _lower_through_cache(mod, target, dropped, func_cache,
-                                                                      target_arch, secs)
-            else:
-                source, geometry, order, other = _lower_whole(mod, target, dropped, secs)
-        except AssertionError as exc:  # a rule claimed a shape it cannot handle: the next rule set
-            first_error = first_error or PtxGenerationError("schedule", describe(exc))
-            continue
-        except PtxGenerationError as exc:
-            if exc.stage == "schedule":
-                raise
-            first_error = first_error or exc  # lowering failed: the next rule set
-            continue
+            source, geometry, without = _lower_through_cache(prims, order, target, func_cache, target_arch, secs)
         except _NoCommonPreamble:
             whole = compile_cuda(built, batch, target_arch)
             whole.seconds = {k: secs.get(k, 0.0) + whole.seconds.get(k, 0.0) for k in {*secs, *whole.seconds}}
             return whole
-        notes = {f"schedule_without_{'_'.join(dropped)}": 1} if dropped else {}
-        launches = launch_list(order, geometry)
-        stats = dict(func_cache.last) if func_cache is not None else {}
-        return Compiled(source, launches, batch, (batch, *built.input_shape[1:]), secs, {**other, **notes},
-                        func_stats=stats)
-    assert first_error is not None
-    raise first_error
+    else:
+        source, geometry, without = schedule_and_lower(prims, target, secs)
+    stats = dict(func_cache.last) if func_cache is not None else {}
+    return Compiled(source, launch_list(order, geometry), batch, (batch, *built.input_shape[1:]), secs,
+                    {**other, **rules_dropped(without)}, func_stats=stats)
 
 
 def launch_list(order: list[str], geometry: dict[str, tuple]) -> list[Launch]:

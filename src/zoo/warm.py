@@ -11,6 +11,7 @@ of measured rows gained per GMAC at their input size, so a time budget buys as m
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import time
 from collections.abc import Callable
@@ -19,7 +20,16 @@ from typing import Any
 
 import pandas as pd
 
-from src.zoo.table import MISSING_EXTRA, Target, _Runner, batches_needed, cc_to_arch, compiled_batch_for, select_targets
+from src.zoo.table import (
+    MISSING_EXTRA,
+    OUTDATED_BATCH_FAILURES,
+    Target,
+    _Runner,
+    batches_needed,
+    cc_to_arch,
+    compiled_batch_for,
+    select_targets,
+)
 
 
 def rows_gained(keys: pd.DataFrame, meas: pd.DataFrame, target: Target, batch: int, compiled: list[int]) -> int:
@@ -33,13 +43,15 @@ def rows_gained(keys: pd.DataFrame, meas: pd.DataFrame, target: Target, batch: i
 
 def warm_targets(targets: list[Target], keys: pd.DataFrame, meas: pd.DataFrame, batch: int, base_batch: int,
                  extra_batches: list[int], counted: set[tuple[str, int]],
-                 failed: set[tuple[str, int]] = frozenset()) -> list[tuple[Target, int]]:
+                 failed: set[tuple[str, int]] = frozenset(), models: list[str] | None = None
+                 ) -> list[tuple[Target, int]]:
     """(target, rows gained) to compute at `batch`, most rows per GMAC first.
 
     `counted`: (CNN, size) pairs the committed tables hold at the base batch; `failed`: pairs the stage lists as
     failed at `batch` (ptx_failures.csv, or ptx_batch_failures.csv at an extra batch) or already holds at it.
     At the base batch: targets neither counted nor failed. At an extra batch: counted targets whose measured
-    batches use it, not failed or held at it.
+    batches use it, not failed or held at it. `models` (shell patterns on the model key): only those targets,
+    computed even if counted or failed (to recompute them after a change in how they are compiled).
     """
     compiled = sorted({base_batch, *extra_batches})
     if batch not in compiled:
@@ -51,9 +63,15 @@ def warm_targets(targets: list[Target], keys: pd.DataFrame, meas: pd.DataFrame, 
         if t.spec is None:
             continue
         key = (t.model_key, t.img_size)
-        if key in failed or (batch == base_batch and key in counted):
+        if models is not None:
+            if not any(fnmatch.fnmatchcase(t.model_key, m) for m in models):
+                continue
+            if batch != base_batch and batch not in batches_needed(t, keys, list(extra_batches)):
+                continue
+        elif key in failed or (batch == base_batch and key in counted):
             continue
-        if batch != base_batch and (key not in counted or batch not in batches_needed(t, keys, list(extra_batches))):
+        elif batch != base_batch and (key not in counted
+                                      or batch not in batches_needed(t, keys, list(extra_batches))):
             continue
         out.append((t, rows_gained(keys, gpu_rows, t, batch, compiled)))
 
@@ -69,8 +87,12 @@ def warm(measurements: Path, gpus_path: Path, cache: Path, counts: Path, kernels
          batch_failures_path: Path, batch: int,
          base_batch: int, extra_batches: list[int], nvcc_archs: list[str] | None, shard: tuple[int, int] = (0, 1),
          time_budget_s: float | None = None, model_timeout_s: float | None = 900.0, limit: int | None = None,
-         log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Compute this shard's targets at `batch` into the cache; returns what was done (no table is written)."""
+         models: list[str] | None = None, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Compute this shard's targets at `batch` into the cache; returns what was done (no table is written).
+
+    models: only the targets whose model key matches one of these shell patterns, recomputed even where the
+    tables or the cache hold them (a cached failure is retried; a cached result of the current scheduling is kept).
+    """
     from tqdm import tqdm
 
     from src.zoo.pipeline import ZOO_VERSION
@@ -92,9 +114,11 @@ def warm(measurements: Path, gpus_path: Path, cache: Path, counts: Path, kernels
     listed = failures_path if batch == base_batch else batch_failures_path
     if listed.exists() and listed.stat().st_size > 1:
         f = pd.read_csv(listed)
-        failed |= pairs(f if batch == base_batch else f.loc[f["batch_size"] == batch])
+        if batch != base_batch:  # entries an earlier scheduling policy caused are computed again
+            f = f.loc[(f["batch_size"] == batch) & ~f["stage"].isin(OUTDATED_BATCH_FAILURES)]
+        failed |= pairs(f)
     todo = warm_targets(targets, keys, meas, batch, base_batch, extra_batches, counted,
-                        failed)[shard[0]::shard[1]]
+                        failed, models)[shard[0]::shard[1]]
     if limit is not None:
         todo = todo[:limit]
     archs = sorted({cc_to_arch(float(c)) for c in keys["compute_capability"].unique()})
@@ -109,7 +133,7 @@ def warm(measurements: Path, gpus_path: Path, cache: Path, counts: Path, kernels
             continue
         bar.set_postfix_str(t.slug[:40])
         t0 = time.perf_counter()
-        res, _static, fail = runner.run(t, batch, archs, cache, ZOO_VERSION, False, nvcc_archs)
+        res, _static, fail = runner.run(t, batch, archs, cache, ZOO_VERSION, models is not None, nvcc_archs)
         if res is not None:
             done_rows += rows
             seconds.append(time.perf_counter() - t0)

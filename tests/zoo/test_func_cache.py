@@ -43,6 +43,10 @@ def test_records_round_trip_through_disk(tmp_path):
     assert cache.get("ab" * 12) is None
     cache.put("ab" * 12, rec)
     assert FuncCache(tmp_path).get("ab" * 12) == rec
+    # a function scheduled without some rules keeps saying so
+    partial = FuncRecord(BASE, rec.kernels, ("gemv", "reduction"))
+    cache.put("cd" * 12, partial)
+    assert FuncCache(tmp_path).get("cd" * 12) == partial != rec
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +59,7 @@ def _launches(compiled):
 
 
 @needs_tvm
-def test_func_key_ignores_names_but_not_structure_or_rules(tiny_models):
+def test_func_key_ignores_names_but_not_structure_or_target(tiny_models):
     import tvm
 
     from src.zoo.func_cache import func_key
@@ -63,12 +67,12 @@ def test_func_key_ignores_names_but_not_structure_or_rules(tiny_models):
 
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_86"})
     mods = [_zero_pipeline(b, 1, target, {}) for b in tiny_models]
-    keys = [{func_key(f, (), "sm_86") for f in m.functions.values() if isinstance(f, tvm.tirx.PrimFunc)}
+    keys = [{func_key(f, "sm_86") for f in m.functions.values() if isinstance(f, tvm.tirx.PrimFunc)}
             for m in mods]
     shared, only_wide = keys[0] & keys[1], keys[1] - keys[0]
     assert shared and only_wide  # the stem recurs, the wider head does not
     f = next(f for f in mods[0].functions.values() if isinstance(f, tvm.tirx.PrimFunc))
-    assert func_key(f, ("gemv",), "sm_86") != func_key(f, (), "sm_86") != func_key(f, (), "sm_80")
+    assert func_key(f, "sm_86") != func_key(f, "sm_80")
 
 
 @needs_tvm
@@ -111,11 +115,15 @@ def test_device_codegen_alone_gives_the_full_build_source(tiny_models):
     from tvm import relax
     from tvm.tirx.build import split_host_device_mods, tir_to_runtime
 
-    from src.zoo.tvmgen import _apply_rules, _zero_pipeline, lower_prims
+    from src.zoo.schedule import schedule_func
+    from src.zoo.tvmgen import _zero_pipeline, lower_prims
 
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_86"})
-    mod = relax.transform.AttachGlobalSymbol()(_apply_rules(_zero_pipeline(tiny_models[0], 1, target, {}),
-                                                            target, ()))
+    mod = _zero_pipeline(tiny_models[0], 1, target, {})
+    for gv, f in list(mod.functions.items()):
+        if isinstance(f, tvm.tirx.PrimFunc):
+            mod[gv] = schedule_func(f, target).func
+    mod = relax.transform.AttachGlobalSymbol()(mod)
     prims = {gv: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     source, geometry = lower_prims(prims, target)
     host_target = tvm.target.Target("llvm")

@@ -214,25 +214,89 @@ def test_unused_extra_batches_are_written_and_not_retried_by_the_next_run(tmp_pa
 
     from src.zoo import table
 
-    k = _measured_at_64_too(tmp_path)
+    _measured_at_64_too(tmp_path)
     calls = []
 
-    def fallback(self, target, batch, *args, **kw):
+    def schedule_error(self, target, batch, *args, **kw):
         calls.append(batch)
-        return _result_from_rows(k, batch, {"schedule_without_matmul": 1}), {}, None
+        return None, {}, {"stage": "schedule", "error": "PtxGenerationError", "reason": "schedule: FloorDiv",
+                          "seconds": 1.0}
 
-    monkeypatch.setattr(table._Runner, "run", fallback)
+    monkeypatch.setattr(table._Runner, "run", schedule_error)
     fails, metric = tmp_path / "bf.csv", tmp_path / "summary.json"
     table.write_stage_reports(_run(tmp_path, extra_batches=[32]), fails, metric)
     written = pd.read_csv(fails)
     assert written[["model_key", "img_size", "batch_size", "stage"]].values.tolist() == [
-        ["inception_v3", 299, 32, "schedule_fallback"]]
+        ["inception_v3", 299, 32, "schedule"]]
     summary = json.loads(metric.read_text())
-    assert summary["extra_batch_failures"] == {"schedule_fallback": 1} and "median_seconds_per_model" not in summary
+    assert summary["extra_batch_failures"] == {"schedule": 1} and "median_seconds_per_model" not in summary
     assert summary["count_methods"] == {"compiled": 1, "proportional_b1": 1}
     assert summary["pairs_by_compiled_batch"] == {"1": 1} and "extra_batch_results" not in summary
     # the next run carries the failure instead of compiling again; --retry-failed compiles again
     s = _run(tmp_path, extra_batches=[32], prev_batch_failures=fails)
-    assert calls == [32] and [f["stage"] for f in s["extra_batch_failures"]] == ["schedule_fallback"]
+    assert calls == [32] and [f["stage"] for f in s["extra_batch_failures"]] == ["schedule"]
     _run(tmp_path, extra_batches=[32], prev_batch_failures=fails, retry_failed=True)
     assert calls == [32, 32]
+
+
+@pytest.mark.parametrize("zoo_extra", [True, False])
+def test_entries_of_the_module_wide_fallback_are_retried_where_the_zoo_can_compile(tmp_path, monkeypatch, zoo_extra):
+    """A `schedule_fallback` entry came from the scheduling policy before functions were scheduled alone: the next
+    run computes that batch again when it can, and keeps the entry when this environment lacks the zoo extra."""
+    from src.zoo import table
+
+    k = _measured_at_64_too(tmp_path)
+    fails = tmp_path / "bf.csv"
+    pd.DataFrame([{"model_key": "inception_v3", "img_size": 299, "batch_size": 32, "stage": "schedule_fallback",
+                   "reason": "scheduled only with dlight's matmul rules dropped for the whole module"}]).to_csv(
+        fails, index=False)
+    calls = []
+
+    def run(self, target, batch, *args, **kw):
+        calls.append(batch)
+        if not zoo_extra:
+            return None, None, {"stage": table.MISSING_EXTRA, "error": "MissingFrameworkError", "reason": "no timm",
+                                "seconds": 0.0}
+        return _result_from_rows(k, batch, {"funcs_scheduled_without_matmul": 1}), {}, None
+
+    monkeypatch.setattr(table._Runner, "run", run)
+    s = _run(tmp_path, extra_batches=[32], prev_batch_failures=fails)
+    assert calls == [32]
+    assert [f["stage"] for f in s["extra_batch_failures"]] == ([] if zoo_extra else ["schedule_fallback"])
+    counts = pd.read_parquet(tmp_path / "c.parquet").set_index("batch_size")
+    assert counts.loc[64, "count_method"] == ("proportional_b32" if zoo_extra else "proportional_b1")
+    # offline, nothing is compiled and the entry stays
+    s = _run(tmp_path, extra_batches=[32], prev_batch_failures=fails, offline_only=True)
+    assert calls == [32]
+
+
+def test_a_cached_result_of_the_module_wide_fallback_is_recomputed(tmp_path, monkeypatch):
+    """run_target: a cached result scheduled under the module-wide fallback is computed again (functions alone);
+    kept where this environment cannot build the model."""
+    import json
+
+    from src.zoo import pipeline, table
+    from src.zoo.names import ModelSpec
+    from src.zoo.resolve import MissingFrameworkError
+
+    target = table.Target("inception_v3", "inception_v3", "torchvision", 299, 1,
+                          ModelSpec("torchvision", "inception_v3", 299))
+    work = tmp_path / f"{target.slug}__b32"
+    work.mkdir(parents=True)
+    old = {"zoo_version": "2", "by_arch": {"sm_75": {"ptx_arch": "sm_75"}}, "non_kernel_calls": {"schedule_without_matmul": 1},
+           "seconds": 1.0}
+    (work / "result.json").write_text(json.dumps(old))
+    (tmp_path / f"{target.slug}__static.json").write_text("{}")
+    built = []
+
+    def no_zoo(*a, **kw):
+        raise MissingFrameworkError("no torchvision here")
+
+    monkeypatch.setattr("src.zoo.resolve.build", no_zoo)
+    res, _static, fail = table.run_target(target, 32, ["sm_75"], tmp_path, "2")
+    assert fail is None and res["non_kernel_calls"] == {"schedule_without_matmul": 1}
+
+    monkeypatch.setattr("src.zoo.resolve.build", lambda *a, **kw: built.append(a) or object())
+    monkeypatch.setattr(pipeline, "ptx_features", lambda *a, **kw: {**old, "non_kernel_calls": {}})
+    res, _static, fail = table.run_target(target, 32, ["sm_75"], tmp_path, "2")
+    assert fail is None and res["non_kernel_calls"] == {} and len(built) == 1

@@ -52,6 +52,17 @@ def test_base_batch_targets_are_the_cnns_neither_counted_nor_failed():
     assert [t.model_key for t, _ in warm_targets(targets, keys, meas, 1, 1, [], set())][0] == "mobilenet_v2"
 
 
+def test_named_models_are_computed_even_if_counted_or_failed():
+    meas = _meas()
+    targets, keys = select_targets(meas, _gpus())
+    counted = {("resnet18", 224), ("vgg16", 224), ("alexnet", 224)}
+    todo = warm_targets(targets, keys, meas, 1, 1, [32], counted, failed={("vgg16", 224)}, models=["vgg*", "alexnet"])
+    assert sorted(t.model_key for t, _ in todo) == ["alexnet", "vgg16"]
+    # at an extra batch only those of them measured at it
+    todo = warm_targets(targets, keys, meas, 32, 1, [32], counted, failed={("vgg16", 224)}, models=["vgg*", "alexnet"])
+    assert [t.model_key for t, _ in todo] == ["vgg16"]
+
+
 def test_a_batch_the_stage_does_not_compile_is_refused():
     meas = _meas()
     targets, keys = select_targets(meas, _gpus())
