@@ -8,7 +8,9 @@ pass, so the stage used to schedule the whole module again without that rule: on
 every convolution of the CNN to the naive Fallback schedule (at batch 32, 176 of 396 CNNs; their counts said more
 about the fallback than about the CNN, docs/zoo.md). Here each function is scheduled alone:
 
-- a rule that raises AssertionError while scheduling a function declines it, and the next rule is tried;
+- a rule that raises while scheduling a function declines it, and the next rule is tried (dlight's own checks
+  raise AssertionError; its Matmul analysis raises AttributeError on the FloorDiv index maps of timm's
+  ecaresnet*_pruned at batch 32);
 - a function whose schedule does not lower is scheduled again without the rule that took it (tvmgen).
 
 A function no rule fails on gets exactly what ApplyDefaultSchedule gives it, so cached records of such functions
@@ -49,14 +51,15 @@ def is_scheduled(func: Any) -> bool:
 
 
 def schedule_func(func: Any, target: Any, excluded: frozenset[str] = frozenset()) -> ScheduledFunc:
-    """The first rule in dlight's order, `excluded` left out, that schedules `func`; a rule that asserts declines.
+    """The first rule in dlight's order, `excluded` left out, that schedules `func`; a rule that raises declines.
 
-    Any other error from a rule propagates (a schedule failure, not a rule claiming what it cannot handle)."""
+    If every rule raises, the first rule's error propagates (a schedule failure)."""
     from tvm import s_tir
 
     if is_scheduled(func):
         return ScheduledFunc(func, "", tuple(sorted(excluded)))
     declined: set[str] = set(excluded)
+    first_error: Exception | None = None
     func_target = (func.attrs.get("target") if func.attrs is not None else None) or target
     with target:
         for name in RULES:
@@ -64,8 +67,9 @@ def schedule_func(func: Any, target: Any, excluded: frozenset[str] = frozenset()
                 continue
             try:
                 space = _rule(name).apply(func, func_target, False)
-            except AssertionError:
+            except Exception as exc:  # a rule claiming what it cannot handle: the next rule
                 declined.add(name)
+                first_error = first_error or exc
                 continue
             if space is None:
                 continue
@@ -74,6 +78,8 @@ def schedule_func(func: Any, target: Any, excluded: frozenset[str] = frozenset()
                 raise RuntimeError(f"dlight rule {name} gave {len(schedules)} schedules, expected one")
             scheduled = schedules[0].mod["main"].with_attr("tirx.is_scheduled", True)
             return ScheduledFunc(scheduled, name, tuple(sorted(declined)))
+    if first_error is not None:  # no rule scheduled it and one failed on it (Fallback included)
+        raise first_error
     return ScheduledFunc(func, "", tuple(sorted(declined)))
 
 

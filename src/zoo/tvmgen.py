@@ -268,18 +268,21 @@ def schedule_and_lower(prims: dict, target: Any, secs: dict[str, float]
     Each function is scheduled alone (src/zoo/schedule.py: a rule that asserts on it declines), then all are
     lowered together. If that fails, the functions that do not lower alone are scheduled again without the rule
     that took them, until they lower or only Fallback's schedule is left (then the lowering error is raised).
-    Scheduling is timed into secs["schedule"], lowering (failed attempts too) into secs["lower"]; an error other
-    than a declining assertion is a PtxGenerationError of that stage.
+    Scheduling is timed into secs["schedule"], lowering (failed attempts too) into secs["lower"]; a function no
+    rule schedules is a PtxGenerationError of stage "schedule" naming it.
     """
     from src.zoo.schedule import schedule_func
 
     excluded: dict[Any, frozenset[str]] = {gv: frozenset() for gv in prims}
     done: dict[Any, Any] = {}
     while True:
-        with _timed_stage("schedule", secs, ()):
+        with _timed_stage("schedule", secs, (PtxGenerationError,)):
             for gv, f in prims.items():
                 if gv not in done:
-                    done[gv] = schedule_func(f, target, excluded[gv])
+                    try:
+                        done[gv] = schedule_func(f, target, excluded[gv])
+                    except Exception as exc:
+                        raise PtxGenerationError("schedule", f"{gv.name_hint}: {describe(exc)}") from exc
         named = {gv: d.func.with_attr("global_symbol", gv.name_hint) for gv, d in done.items()}
         try:
             with _timed_stage("lower", secs, (PtxGenerationError,)):

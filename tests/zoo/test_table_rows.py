@@ -283,8 +283,8 @@ def test_a_cached_result_of_the_module_wide_fallback_is_recomputed(tmp_path, mon
                           ModelSpec("torchvision", "inception_v3", 299))
     work = tmp_path / f"{target.slug}__b32"
     work.mkdir(parents=True)
-    old = {"zoo_version": "2", "by_arch": {"sm_75": {"ptx_arch": "sm_75"}}, "non_kernel_calls": {"schedule_without_matmul": 1},
-           "seconds": 1.0}
+    old = {"zoo_version": "2", "by_arch": {"sm_75": {"ptx_arch": "sm_75"}},
+           "non_kernel_calls": {"schedule_without_matmul": 1}, "seconds": 1.0}
     (work / "result.json").write_text(json.dumps(old))
     (tmp_path / f"{target.slug}__static.json").write_text("{}")
     built = []

@@ -141,6 +141,34 @@ def test_a_function_no_rule_lowers_names_itself(monkeypatch):
 
 
 @needs_tvm
+def test_a_rule_that_raises_any_error_declines_and_one_no_rule_schedules_is_named(monkeypatch):
+    """dlight's Matmul raises AttributeError on some index maps (timm ecaresnet*_pruned at batch 32): that rule
+    declines the function like an assertion does. A function every rule fails on is a schedule error naming it."""
+    import pytest
+
+    from src.zoo import schedule
+    from src.zoo.tvmgen import PtxGenerationError, compile_cuda
+
+    real = schedule._rule
+
+    def rule(name, failing=("matmul",)):
+        if name in failing:
+            class Broken:
+                def apply(self, *a):
+                    raise AttributeError("'FloorDiv' object has no attribute 'value'")
+            return Broken()
+        return real(name)
+
+    monkeypatch.setattr(schedule, "_rule", rule)
+    compiled = compile_cuda(_built("se", _squeeze_excite()), 1)
+    funcs = len({x.kernel.split("_kernel")[0] for x in compiled.launches})
+    assert compiled.non_kernel_calls["funcs_scheduled_without_matmul"] == funcs >= 4
+    monkeypatch.setattr(schedule, "_rule", lambda name: rule(name, schedule.RULES))
+    with pytest.raises(PtxGenerationError, match=r"^schedule: \w+: AttributeError: 'FloorDiv'"):
+        compile_cuda(_built("se", _squeeze_excite()), 1)
+
+
+@needs_tvm
 def test_a_module_the_default_rules_handle_records_no_fallback():
     from src.zoo.tvmgen import compile_cuda
     from tests.zoo.test_static import Tiny
