@@ -142,3 +142,37 @@ def linear_rule_errors(kernels: pd.DataFrame, batch: int) -> pd.DataFrame:
             out[name] = np.where(bb > 0, batch * b1 / bb - 1.0, np.nan)
     out["launches_ratio"] = big.loc[both, "launches"].to_numpy() / one.loc[both, "launches"].to_numpy()
     return out.reset_index()
+
+
+# Executed FMAs per multiply-accumulate of the CNN above which a compiled result is not a count of the network but
+# of a schedule that recomputes it. Measured on the committed table (2026-11-26, 3,179 results, sm_75): a median
+# 1.17 FMA per MAC at batch 1, 1.09 at 32, the largest 3.8 (ghostnet_050's cheap operators); dm_nfnet at batch 1,
+# where TVM fused each squeeze-excite 1x1 convolution into the broadcast multiply of the full feature map and
+# dlight's fallback schedule recomputed it per output element, 47-246.
+MAX_FMA_PER_MAC = 10.0
+
+
+def implausible_results(kernels: pd.DataFrame, macs: pd.DataFrame,
+                        limit: float = MAX_FMA_PER_MAC) -> pd.DataFrame:
+    """(model_key, img_size, batch_size) whose executed FMAs exceed `limit` x the CNN's MACs (any PTX arch).
+
+    `macs` holds `model_key`, `img_size` and `macs` (per sample, at that input size, from the static analyzer).
+    Returns those keys with `fma_per_mac` and the kernel doing most of the FMAs (`worst_kernel`), so that the
+    failure names where the recomputation is. Results without MACs are not judged.
+    """
+    cols = ["model_key", "img_size", "batch_size", "fma_per_mac", "worst_kernel"]
+    if kernels.empty or "class_fma" not in kernels.columns:
+        return pd.DataFrame(columns=cols)
+    k = kernels.assign(_fma=kernels["class_fma"].to_numpy(dtype=float) * kernels["calls"].to_numpy(dtype=float))
+    keys = ["model_key", "img_size", "batch_size", "nvcc_arch"]
+    per = k.groupby(keys, sort=False)["_fma"].sum().reset_index()
+    per = per.merge(macs[["model_key", "img_size", "macs"]], on=["model_key", "img_size"], how="inner")
+    per = per.loc[per["macs"] > 0]
+    per["fma_per_mac"] = per["_fma"] / (per["macs"] * per["batch_size"])
+    bad = per.loc[per["fma_per_mac"] > limit]
+    if bad.empty:
+        return pd.DataFrame(columns=cols)
+    bad = bad.sort_values("fma_per_mac", ascending=False).drop_duplicates(["model_key", "img_size", "batch_size"])
+    top = k.sort_values("_fma", ascending=False).drop_duplicates(keys)[keys + ["kernel"]]
+    bad = bad.merge(top, on=keys, how="left").rename(columns={"kernel": "worst_kernel"})
+    return bad[cols].reset_index(drop=True)

@@ -19,7 +19,15 @@ from typing import Any
 
 import pandas as pd
 
-from src.zoo.kernel_table import as_results, dedup_summary, finish, kernel_frame, network_from_kernels
+from src.zoo.kernel_table import (
+    MAX_FMA_PER_MAC,
+    as_results,
+    dedup_summary,
+    finish,
+    implausible_results,
+    kernel_frame,
+    network_from_kernels,
+)
 from src.zoo.names import ModelSpec, spec_for_measured
 from src.zoo.pipeline import choose_nvcc_arch
 from src.zoo.resolve import MissingFrameworkError
@@ -385,6 +393,45 @@ def _previous(counts: Path, failures: Path, static: Path, kernels: Path | None, 
     return c, f, st, k
 
 
+def _drop_implausible(kernels: pd.DataFrame, statics: dict[tuple[str, int], dict],
+                      by_key: dict[tuple[str, int], Target], batch: int, failures: list[dict],
+                      batch_failures: list[dict], version: str,
+                      log=print) -> pd.DataFrame:
+    """Kernel rows without the results that count a recomputing schedule, not the CNN (`implausible_results`).
+
+    A result at the stage's batch fails its whole (CNN, size): every measured batch scales from it. One at an extra
+    batch goes to the batch failures; its rows keep the smaller compiled batch. Each names its FMA/MAC and kernel.
+    """
+    macs = pd.DataFrame([{"model_key": k[0], "img_size": k[1], "macs": float(s.get("macs") or 0.0)}
+                         for k, s in statics.items()], columns=["model_key", "img_size", "macs"])
+    bad = implausible_results(kernels, macs)
+    if bad.empty:
+        return kernels
+    drop = pd.Series(False, index=kernels.index)
+    failed = {(r.model_key, int(r.img_size)) for r in bad.itertuples(index=False) if int(r.batch_size) == batch}
+    for r in bad.itertuples(index=False):
+        if int(r.batch_size) != batch and (r.model_key, int(r.img_size)) in failed:
+            continue  # its whole (CNN, size) failed at the stage's batch
+        reason = (f"executes {r.fma_per_mac:.0f} FMAs per multiply-accumulate of the CNN (limit "
+                  f"{MAX_FMA_PER_MAC:.0f}; a count of a schedule that recomputes, not of the network), most in "
+                  f"{r.worst_kernel}")
+        same = (kernels["model_key"] == r.model_key) & (kernels["img_size"] == r.img_size)
+        if int(r.batch_size) == batch:
+            t = by_key[(r.model_key, int(r.img_size))]
+            drop |= same
+            failures.append({"model_key": t.model_key, "model": t.model, "model_source": t.model_source,
+                             "img_size": t.img_size, "n_gpus": t.n_gpus,
+                             "zoo_source": t.spec.source if t.spec else "", "zoo_model": t.spec.name if t.spec else "",
+                             "stage": "implausible", "error": "RecomputingSchedule", "reason": reason,
+                             "seconds": 0.0, "zoo_version": version})
+        else:
+            drop |= same & (kernels["batch_size"] == r.batch_size)
+            batch_failures.append({"model_key": r.model_key, "img_size": int(r.img_size),
+                                   "batch_size": int(r.batch_size), "stage": "implausible", "reason": reason})
+        log(f"[zoo] {r.model_key} {r.img_size} batch {r.batch_size}: not used, {reason[:160]}")
+    return kernels.loc[~drop].reset_index(drop=True)
+
+
 def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path, out_failures: Path,
               out_static: Path, batch: int = 1, sources: list[str] | None = None, limit: int | None = None,
               version: str | None = None, retry_failed: bool = False, time_budget_s: float | None = None,
@@ -551,6 +598,8 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
     frames = ([kernel_frame(t.model_key, t.img_size, r) for t, r in results + extra]
               + [k for _, k in carried_kernels])
     kernels = finish(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
+    kernels = _drop_implausible(kernels, statics, {(t.model_key, t.img_size): t for t in targets}, batch,
+                                failures, batch_failures, version, log)
     derived = as_results(network_from_kernels(kernels)) if len(kernels) else {}
     by_target = {(t.model_key, t.img_size): t for t, _ in results} | {(t.model_key, t.img_size): t
                                                                       for t, _ in carried_kernels}

@@ -300,3 +300,40 @@ def test_a_cached_result_of_the_module_wide_fallback_is_recomputed(tmp_path, mon
     monkeypatch.setattr(pipeline, "ptx_features", lambda *a, **kw: {**old, "non_kernel_calls": {}})
     res, _static, fail = table.run_target(target, 32, ["sm_75"], tmp_path, "2")
     assert fail is None and res["non_kernel_calls"] == {} and len(built) == 1
+
+
+@pytest.mark.parametrize("which", ["extra_batch", "stage_batch"])
+def test_a_result_that_recomputes_the_cnn_is_not_used_and_says_why(tmp_path, monkeypatch, which):
+    """dm_nfnet at batch 1: a schedule that recomputes the squeeze-excite convolution per output element counts
+    ~100x the CNN's multiply-accumulates. Such a result prices no row; the failure names FMA/MAC and kernel."""
+    from src.zoo import table
+
+    k = _measured_at_64_too(tmp_path)
+    b1 = k.loc[k["nvcc_arch"] == "sm_75"]
+    fma_b1 = float((b1["class_fma"] * b1["calls"]).sum())
+    # MACs per sample: the batch-1 counts are ~1 FMA per MAC; or 1/50 of them, so batch 1 recomputes 50x
+    macs = fma_b1 if which == "extra_batch" else fma_b1 / 50
+    pd.DataFrame({"model_key": ["inception_v3"], "static_img_size": [299], "macs": [macs],
+                  "zoo_source": ["torchvision"], "zoo_model": ["inception_v3"]}).to_parquet(
+        tmp_path / "s.parquet", index=False)
+    heavy = k.assign(class_fma=k["class_fma"] * 50)  # the batch-32 result recomputes 50x
+
+    def run(self, target, batch, *args, **kw):
+        return _result_from_rows(heavy, batch, {}), {}, None
+
+    monkeypatch.setattr(table._Runner, "run", run)
+    s = _run(tmp_path, extra_batches=[32])
+    fails = pd.read_csv(tmp_path / "f.csv")
+    if which == "extra_batch":
+        counts = pd.read_parquet(tmp_path / "c.parquet").set_index("batch_size")
+        assert counts.loc[64, "count_method"] == "proportional_b1" and len(fails) == 0
+        [f] = s["extra_batch_failures"]
+        assert (f["batch_size"], f["stage"]) == (32, "implausible")
+        assert f["reason"].startswith("executes 50 FMAs per multiply-accumulate")
+    else:
+        assert not (tmp_path / "c.parquet").exists() or pd.read_parquet(tmp_path / "c.parquet").empty
+        assert fails[["model_key", "img_size", "stage", "error"]].values.tolist() == [
+            ["inception_v3", 299, "implausible", "RecomputingSchedule"]]
+        assert fails.loc[0, "reason"].startswith("executes 50 FMAs") and "most in " in fails.loc[0, "reason"]
+        assert len(pd.read_parquet(tmp_path / "k.parquet")) == 0
+        assert s["extra_batch_failures"] == []  # the whole (CNN, size) failed: no second entry for batch 32
