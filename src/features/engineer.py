@@ -197,7 +197,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
     def __init__(self, numeric_inputs=(), categorical_inputs=(), gpu_features=(), ptx_features=(),
                  engineered: bool = True, release_column: str | None = None, physics=None,
                  physics_constants: dict | None = None, spec_features: bool = True, ptx=None,
-                 release_number: bool = True):
+                 release_number: bool = True, cnn_offset: float | None = None):
         self.numeric_inputs = numeric_inputs
         self.categorical_inputs = categorical_inputs
         self.gpu_features = gpu_features
@@ -217,9 +217,15 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         # A `src.features.ptx_lookup.PtxIndex`: the ptx_features are looked up from (model_key, img_size,
         # batch_size, compute_capability) instead of read from input columns (None: they are input columns).
         self.ptx = ptx
+        # Pseudo-rows of the CNN's offset on other GPUs (src/features/cnn_offset.py); None: no offset features.
+        self.cnn_offset = cnn_offset
 
     def fit(self, X: pd.DataFrame, y=None):
         self.n_features_in_ = X.shape[1]
+        if self._offset_shrink() is not None and y is not None:
+            from .cnn_offset import fit_offset_tables
+
+            self.offset_tables_ = fit_offset_tables(X, np.asarray(y, dtype=float))
         if self._ptx_index() is not None:
             self.ptx_per_gmac_ = self._ptx_index().per_gmac(X)
         if self.release_column:
@@ -245,6 +251,19 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         counts, counted = index.counts(X, self.ptx_per_gmac_)
         return [counts[:, j] for j in range(counts.shape[1])] + [counted.astype(float)]
 
+    def _offset_shrink(self) -> float | None:
+        return getattr(self, "cnn_offset", None)  # models pickled before the option: none
+
+    def offset_arrays(self, X: Columns) -> list[np.ndarray]:
+        """The CNN's offset on other GPUs (needs a fit with the target)."""
+        from .cnn_offset import OFFSET_FEATURES, offset_arrays
+
+        tables = getattr(self, "offset_tables_", None)
+        if tables is None:
+            raise ValueError("the cnn_offset features need PerfFeatures fitted with the target (fit(X, y))")
+        out = offset_arrays(X, tables, float(self._offset_shrink()))
+        return [out[c] for c in OFFSET_FEATURES]
+
     def encoded_categoricals(self) -> list[str]:
         """Categorical inputs one-hot encoded (the release column is turned into numbers instead)."""
         numbered = self.release_column if self._release_as_number() else None
@@ -265,7 +284,13 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         names += [PTX_COUNTED] if self._ptx_index() is not None else []
         names += ENGINEERED if self.engineered else []
         names += self.release_feature_names()
+        names += self._offset_names()
         return names + (self._physics_names() if self.physics is not None else [])
+
+    def _offset_names(self) -> list[str]:
+        from .cnn_offset import OFFSET_FEATURES
+
+        return list(OFFSET_FEATURES) if self._offset_shrink() is not None else []
 
     @staticmethod
     def _physics_names() -> list[str]:
@@ -276,7 +301,8 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
     def _no_log(self) -> set[str]:
         from .layer_physics import SHARE_FEATURES
 
-        return NO_LOG_COLUMNS | (set(SHARE_FEATURES) if self.physics is not None else set())
+        no_log = NO_LOG_COLUMNS | set(self._offset_names())  # offsets are logs already, the support a log1p
+        return no_log | (set(SHARE_FEATURES) if self.physics is not None else set())
 
     def _log_kinds(self) -> list[str]:
         """Per numeric column: '' (as is), 'log1p' (zero-able counts) or 'log' (positive magnitudes)."""
@@ -324,6 +350,8 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
             rel = self.release_arrays(X)
             blocks += [rel[c] for c in self.release_feature_names()]
             tf32 = rel["tf32_conv_default"] > 0
+        if self._offset_names():
+            blocks += self.offset_arrays(X)
         if self.physics is not None:
             phys = self.physics_frame(X, tf32)
             if physics_sink is not None:
@@ -375,6 +403,7 @@ def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool, phys
         physics_constants=physics_constants,
         spec_features=bool(feat_cfg.get("spec_features", True)),
         ptx=ptx,
+        cnn_offset=feat_cfg.get("cnn_offset"),
     )
     if ptx_features and ptx is None:
         raise ValueError(f"features={feat_cfg.get('name')} uses PTX counts but no PTX index was given "

@@ -232,11 +232,14 @@ def test_old_models_pickled_before_the_rewrite_still_transform():
     state = {k: v for k, v in pickle.loads(pickle.dumps(pf)).__dict__.items()}
     assert set(state) == {"numeric_inputs", "categorical_inputs", "gpu_features", "ptx_features", "engineered",
                           "release_column", "physics", "physics_constants", "spec_features", "ptx", "n_features_in_",
-                          "release_by_framework_", "release_median_", "release_number"}
+                          "release_by_framework_", "release_median_", "release_number", "cnn_offset"}
     pd.testing.assert_frame_equal(pf.transform(X), _old_transform(pf, X), check_exact=True)
     old = pickle.loads(pickle.dumps(pf))
     del old.__dict__["release_number"]  # pickled before the option: the release stays a number
     assert old.release_feature_names() == ["framework_release", "tf32_conv_default"]
+    pd.testing.assert_frame_equal(old.transform(X), pf.transform(X), check_exact=True)
+    del old.__dict__["cnn_offset"]  # pickled before the CNN offset: no offset features
+    assert old.numeric_names() == pf.numeric_names()
     pd.testing.assert_frame_equal(old.transform(X), pf.transform(X), check_exact=True)
 
 
