@@ -12,7 +12,13 @@ Peak rules (dense math, what cuDNN/TensorRT kernels can reach):
   better of the fp16 and fp32 CUDA-core rates for fp16 (Pascal consumer cards run fp16 at 1/64 rate, so cuDNN
   computes in fp32 there) and the fp32 rate for bf16. GeForce cards of Turing, Ampere and Ada run fp16 tensor
   math with fp32 accumulation (what cuDNN and AMP use) at half the rate spec tables headline
-  (`consumer_fp32_accumulate_halving`); datacenter (V100, A100, H100, T4), workstation and TITAN parts do not.
+  (`consumer_fp32_accumulate_halving`); datacenter (V100, A100, H100, T4), workstation and TITAN parts of those
+  generations do not. Blackwell GB20x parts (sm_120: GeForce RTX 50 and RTX PRO Blackwell) are taken as halving
+  too: spec tables list the RTX 5050's and the RTX PRO 5000 Blackwell's fp16 tensor rate with fp32 accumulation
+  at half their fp16-accumulate rate, and timm's RTX PRO 6000 Max-Q runs as fast as its RTX 5090 (median time
+  ratio 0.98 over 87 matched configurations, equal bandwidth), which a full rate (2x the 5090's compute) would
+  not; the RTX 4090 takes 1.57x the RTX 5090's time (compute ratio 2.5x at a full 5090 rate, 1.27x halved,
+  bandwidth 1.77x). docs/physics.md gives the effect on the predictor.
 - int8: `src.features.engineer.int8_tops` (the same rule the whole-network features use): tensor cores at 2x the
   headline fp16 rate on Turing and newer (int32 accumulation is not halved on GeForce); dp4a (4 int8 MACs per fp32
   lane, 4x fp32) on cc 6.1 and on Volta, whose tensor cores have no int8 mode; the fp32 rate before (cc <= 6.0).
@@ -42,17 +48,22 @@ NOMINAL_TILE = (128, 128)
 
 # Consumer (GeForce) architectures whose fp16 tensor math with fp32 accumulation runs at half the headline rate.
 HALVING_ARCHITECTURES = ("Turing", "Ampere", "Ada Lovelace")
+# Blackwell GB20x (compute capability 12.x), GeForce or RTX PRO: fp32 accumulation at half rate too (module rules).
+GB20X_ARCHITECTURE = "Blackwell 2.0"
+GB20X_MIN_CC = 12.0
 
 
 def consumer_fp32_accumulate_halving(gpu: pd.DataFrame | Mapping) -> np.ndarray:
-    """True for GeForce Turing/Ampere/Ada cards (TITAN RTX and workstation/datacenter parts keep full rate)."""
+    """True for GeForce Turing/Ampere/Ada cards (TITAN RTX and workstation/datacenter parts of those generations
+    keep full rate) and for every Blackwell GB20x part (sm_120, GeForce or RTX PRO)."""
     name = np.asarray(gpu["gpu"]).astype(str)
     if "architecture" in gpu:
-        arch = np.isin(np.asarray(gpu["architecture"]).astype(str), HALVING_ARCHITECTURES)
-    else:  # Turing 7.5, Ampere 8.0-8.7, Ada 8.9: what the architecture names mean in compute capabilities
+        archs = np.asarray(gpu["architecture"]).astype(str)
+        arch, gb20x = np.isin(archs, HALVING_ARCHITECTURES), archs == GB20X_ARCHITECTURE
+    else:  # Turing 7.5, Ampere 8.0-8.7, Ada 8.9, GB20x 12.x: the architectures as compute capabilities
         cc = np.asarray(gpu["compute_capability"], dtype=float)
-        arch = (cc >= 7.5) & (cc < 9.0)
-    return np.char.startswith(name, "GeForce") & arch
+        arch, gb20x = (cc >= 7.5) & (cc < 9.0), cc >= GB20X_MIN_CC
+    return (np.char.startswith(name, "GeForce") & arch) | gb20x
 
 
 def peak_tflops(precision: pd.Series | np.ndarray, gpu: pd.DataFrame, tf32: np.ndarray | bool = False) -> np.ndarray:

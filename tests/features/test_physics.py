@@ -6,6 +6,7 @@ import pytest
 
 from src.features.engineer import peak_tflops as engineer_peak
 from src.features.physics import (
+    consumer_fp32_accumulate_halving,
     fits_in_l2,
     gemm_tile_blocks,
     launch_blocks,
@@ -36,6 +37,11 @@ DATASHEET = [
     ("GeForce RTX 3090", "int8", False, 284.0),  # int32 accumulation is not halved
     ("GeForce RTX 2080 Ti", "fp16", False, 53.8),  # Turing GeForce halves too (107.6 headline)
     ("GeForce RTX 4090", "fp16", False, 165.2),
+    ("GeForce RTX 5090", "amp_fp16", False, 209.5),  # GeForce Blackwell halves too (419 fp16-accumulate)
+    # GB20x RTX PRO taken as halving (physics module rules): 4,000 sparse FP4 TOPS at ~2.6 GHz is 500 dense fp16
+    # with fp16 accumulation, 250 with fp32; the Max-Q boosts to 2.29 GHz
+    ("RTX PRO 6000 Blackwell Max-Q", "amp_fp16", False, 220.0),
+    ("RTX PRO 6000 Blackwell Max-Q", "int8", False, 880.0),  # int32 accumulation is not halved
     ("TITAN RTX", "fp16", False, 130.5),  # TITAN keeps full-rate fp32 accumulation
     ("Tesla T4", "int8", False, 130.0),
     ("Tesla T4", "fp16", False, 65.0),
@@ -50,6 +56,19 @@ def test_peak_matches_datasheet(gpu, precision, tf32, datasheet):
     specs = gpu_features([gpu])
     peak = peak_tflops(pd.Series([precision]), specs, tf32=tf32)
     assert peak[0] == pytest.approx(datasheet, rel=TOLERANCE)
+
+
+def test_halving_without_an_architecture_column_uses_the_compute_capability():
+    """The Pipeline's spec columns carry no architecture: the cc rule must agree with the named one."""
+    names = ["GeForce RTX 3090", "GeForce RTX 5090", "RTX PRO 6000 Blackwell Max-Q", "TITAN RTX", "RTX A6000",
+             "A100 SXM4 40 GB", "H100 SXM5 80 GB", "Tesla T4"]
+    specs = gpu_features(names)
+    named = consumer_fp32_accumulate_halving(specs)
+    by_cc = consumer_fp32_accumulate_halving(specs.drop(columns="architecture"))
+    halving = {"GeForce RTX 3090", "GeForce RTX 5090", "RTX PRO 6000 Blackwell Max-Q"}
+    expected = [g in halving for g in specs["gpu"]]
+    assert sorted(specs["gpu"]) == sorted(names)
+    assert named.tolist() == by_cc.tolist() == expected
 
 
 def test_peak_is_vectorised_and_tf32_per_row():
