@@ -92,7 +92,9 @@ class _Parser:
     def __init__(self, text: str, source: str, fast: bool = True):
         self.source = source
         self.lines = text.split("\n")
-        self.toks = tokenize(strip_comments(text), self.lines, source, self.fast_line if fast else None)
+        code = strip_comments(text)
+        self.code_lines = code.split("\n")
+        self.toks = tokenize(code, self.lines, source, self.fast_line if fast else None)
         self.i = 0
         self.module = PtxModule(source=source)
 
@@ -105,6 +107,13 @@ class _Parser:
         operands = tuple(_fast_operand(x) for x in _FAST_SPLIT.findall(ops)) if ops else ()
         text = self.lines[line_no - 1] if 0 < line_no <= len(self.lines) else ""
         return Instruction(m.group(3), operands, line_no, text.strip(), m.group(2), m.group(1) == "!")
+
+    def instruction_line(self, tok: Tok) -> bool:
+        """Whether `tok`'s whole line is a plain instruction (what the fast path turns into one "insn" token).
+        Why: a declaration's name must not be read from such a line (`.param .u64 a,` then `ret;`), so the token
+        parser rejects it exactly where the fast path does."""
+        n = tok.line
+        return 0 < n <= len(self.code_lines) and self.fast_line(self.code_lines[n - 1], n) is not None
 
     # -- errors / token helpers
     def error(self, message: str, tok: Tok | None = None) -> PtxSyntaxError:
@@ -236,7 +245,7 @@ class _Parser:
         if vtype is None:
             raise self.error("variable declaration without a type", self.peek())
         name_tok = self.next()
-        if name_tok.kind != "id":
+        if name_tok.kind != "id" or self.instruction_line(name_tok):
             raise self.error(f"expected a variable name, found {name_tok.text!r}", name_tok)
         count = 1
         unsized = False
@@ -268,7 +277,7 @@ class _Parser:
         # name (optionally sized); skipping to the next ';' instead would swallow whatever follows a malformed list.
         while self.accept(","):
             extra = self.next()
-            if extra.kind != "id":
+            if extra.kind != "id" or self.instruction_line(extra):
                 raise self.error(f"expected a variable name after ',', found {extra.text!r}", extra)
             while self.accept("["):
                 if not self.accept("]"):
