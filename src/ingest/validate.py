@@ -29,7 +29,7 @@ DEFAULTS: dict[str, Any] = {"data_mode": "synthetic", "variant": "", "scenario":
 SOURCES = ("timm", "ryujaehun", "dlinfbench", "lambda", "own", "mlperf", "paddleclas", "jcjohnson", "torch2trt")
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "caffe", "caffe2", "tensorrt", "paddle", "torch7")
 PRECISIONS = ("fp32", "fp16", "amp_fp16", "amp_bf16", "bf16", "fp64", "int8")
-COMPILE_MODES = ("eager", "torch_compile", "xla", "tensorrt", "xla_tensorrt")
+COMPILE_MODES = ("eager", "torch_compile", "cuda_graphs", "xla", "tensorrt", "xla_tensorrt")
 SCENARIOS = ("", "offline", "single_stream")
 # Throughput and step time given together must agree within this factor (batch / step time vs reported rate).
 CONSISTENCY_FACTOR = 2.0

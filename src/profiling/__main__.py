@@ -18,7 +18,7 @@ from src.profiling.ncu import summarize_network as summarize_ncu
 from src.profiling.schema import LAYOUTS, MODES, PRECISIONS, OwnSchemaError
 
 _COMPILE_ALIASES = {"eager": "eager", "compile": "torch_compile", "torch_compile": "torch_compile",
-                    "torch.compile": "torch_compile"}
+                    "torch.compile": "torch_compile", "cuda_graphs": "cuda_graphs", "graphs": "cuda_graphs"}
 
 
 def _csv_list(allowed: tuple[str, ...] | None = None, aliases: dict[str, str] | None = None):
@@ -65,7 +65,8 @@ def _add_config_args(p: argparse.ArgumentParser, default_device: str) -> None:
                    help=f"comma-separated, from {list(PRECISIONS)} (default fp32)")
     p.add_argument("--layout", type=_csv_list(LAYOUTS), default=["nchw"], help="nchw, nhwc or nchw,nhwc")
     p.add_argument("--compile", type=_csv_list(aliases=_COMPILE_ALIASES), default=["eager"],
-                   help="eager, torch_compile (alias: compile) or both comma-separated")
+                   help="eager, torch_compile (alias: compile), cuda_graphs (inference: the eager forward "
+                   "replayed from a CUDA graph), comma-separated")
     p.add_argument("--mode", type=_csv_list(MODES), default=["inference"], help="inference, training or both")
     p.add_argument("--img-size", type=int, default=None, help="input resolution (default: the model's own)")
     p.add_argument("--device", default=default_device, help="cpu, cuda or cuda:N")

@@ -4,6 +4,9 @@ The random input batch is created on the device once, before timing (host-to-dev
 Inference steps run under torch.inference_mode(); training steps are zero_grad + forward + cross-entropy +
 backward + SGD step. Precisions: fp32, fp16 / bf16 / fp64 (model and input cast), amp_fp16 / amp_bf16
 (torch.autocast around the forward). Layout nhwc = channels_last for model and input.
+Compile modes: eager; torch_compile (Inductor, compiled during warm-up); cuda_graphs (inference only: the eager
+forward captured once into a CUDA graph after cuDNN picked its algorithms, and each timed step replays it, so the
+same kernels run without the framework's per-operator dispatch: the launch cost that batch-1 deployments shed).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from src.profiling.timing import CudaEventTimer, PerfCounterTimer, Timer, measur
 # Precisions this harness can run (fp64 is in the schema for other sources; it is valid here too).
 _CAST = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
 _AUTOCAST = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
-HARNESS_COMPILE_MODES = ("eager", "torch_compile")
+HARNESS_COMPILE_MODES = ("eager", "torch_compile", "cuda_graphs")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class RunConfig:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.img_size is not None and self.img_size < 1:
             raise ValueError(f"img_size must be >= 1, got {self.img_size}")
+        if self.compile_mode == "cuda_graphs" and self.mode != "inference":
+            raise ValueError("compile_mode='cuda_graphs' times inference only (mode=training asked)")
         assert set(HARNESS_COMPILE_MODES) <= set(COMPILE_MODES)
 
     def key(self, img_size: int, model: str | None = None) -> str:
@@ -96,6 +101,8 @@ def prepare(resolved: ResolvedModel, cfg: RunConfig, device: str, compile_backen
     """Build the model on `device` in the configured precision/layout/compile mode and return its step."""
     if cfg.mode == "training" and not resolved.supports_training:
         raise ValueError(f"{resolved.model_source}:{resolved.name} can only run inference (mode=training asked)")
+    if cfg.compile_mode == "cuda_graphs" and torch.device(device).type != "cuda":
+        raise ValueError(f"compile_mode='cuda_graphs' needs a CUDA device, got {device!r}")
     t0 = time.perf_counter()
     if torch.device(device).type == "cuda":
         torch.backends.cudnn.benchmark = True  # like timm and ryujaehun: cuDNN picks algorithms during warm-up
@@ -118,12 +125,14 @@ def prepare(resolved: ResolvedModel, cfg: RunConfig, device: str, compile_backen
     device_type = torch.device(device).type
     amp_dtype = _AUTOCAST.get(cfg.precision)
 
-    def autocast() -> contextlib.AbstractContextManager[Any]:
+    def autocast(cache_enabled: bool = True) -> contextlib.AbstractContextManager[Any]:
         if amp_dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(device_type=device_type, dtype=amp_dtype)
+        return torch.autocast(device_type=device_type, dtype=amp_dtype, cache_enabled=cache_enabled)
 
-    if cfg.mode == "inference":
+    if cfg.compile_mode == "cuda_graphs":
+        step = _graph_step(module, x, autocast)
+    elif cfg.mode == "inference":
 
         def step() -> Any:
             with torch.inference_mode(), autocast():
@@ -148,6 +157,32 @@ def prepare(resolved: ResolvedModel, cfg: RunConfig, device: str, compile_backen
 
     return Prepared(step=step, module=module, img_size=img, memory_layout=layout,
                     param_count_m=param_count_m, build_s=time.perf_counter() - t0)
+
+
+def _graph_step(module: torch.nn.Module, x: torch.Tensor,
+                autocast: Callable[[bool], contextlib.AbstractContextManager[Any]],
+                warmup: int = 3) -> Callable[[], Any]:
+    """Capture one inference forward into a CUDA graph; the step replays it on the same static input.
+
+    Warm-up runs on a side stream first (PyTorch's capture recipe), so cuDNN's benchmark mode has chosen its
+    algorithms before capture; autocast's weight cache is off inside capture, as PyTorch requires.
+    """
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.inference_mode(), autocast(False):
+        for _ in range(warmup):
+            module(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.inference_mode(), autocast(False), torch.cuda.graph(graph):
+        out = module(x)
+
+    def step() -> Any:
+        graph.replay()
+        return out
+
+    step.graph = graph  # type: ignore[attr-defined]  # keeps the graph (and its memory pool) alive with the step
+    return step
 
 
 def count_gmacs(resolved: ResolvedModel, img: int) -> float:

@@ -53,7 +53,7 @@ OWN_COLUMNS: list[str] = MEASUREMENT_COLUMNS + OWN_EXTRA_COLUMNS
 
 PRECISIONS = ("fp32", "fp16", "amp_fp16", "amp_bf16", "bf16", "fp64")
 LAYOUTS = ("nchw", "nhwc")
-COMPILE_MODES = ("eager", "torch_compile", "xla", "tensorrt", "xla_tensorrt")
+COMPILE_MODES = ("eager", "torch_compile", "cuda_graphs", "xla", "tensorrt", "xla_tensorrt")
 MODES = ("inference", "training")
 LATENCY_STATS = ("mean", "median", "from_throughput")
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet", "caffe", "caffe2")

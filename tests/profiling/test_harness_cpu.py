@@ -97,6 +97,28 @@ def test_bad_configurations_are_rejected_with_the_field_named():
         RunConfig("m", 0)
     with pytest.raises(ValueError, match="compile_mode='xla'"):
         RunConfig("m", 1, compile_mode="xla")
+    with pytest.raises(ValueError, match="cuda_graphs' times inference only"):
+        RunConfig("m", 1, compile_mode="cuda_graphs", mode="training")
+
+
+def test_cuda_graphs_on_the_cpu_is_a_clear_error():
+    with pytest.raises(ValueError, match="cuda_graphs' needs a CUDA device, got 'cpu'"):
+        prepare(TINY, RunConfig("tiny_cnn", 1, compile_mode="cuda_graphs"), "cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU (run on a lent device)")
+@pytest.mark.parametrize("precision", ["fp32", "amp_fp16"])
+def test_cuda_graph_replay_matches_the_eager_forward(precision):
+    cuda = describe_device("cuda")
+    eager = prepare(TINY, RunConfig("tiny_cnn", 2, precision=precision), "cuda")
+    graphed = prepare(TINY, RunConfig("tiny_cnn", 2, precision=precision, compile_mode="cuda_graphs"), "cuda")
+    graphed.module.load_state_dict(eager.module.state_dict())
+    # the graph captured the module's own weight tensors: copying into them changes what the replay computes
+    torch.testing.assert_close(graphed.step().float(), eager.step().float(), rtol=2e-2, atol=2e-2)
+    row = run_config(TINY, RunConfig("tiny_cnn", 1, precision=precision, compile_mode="cuda_graphs"), cuda,
+                     warmup=2, iters=7, run_id="test", source_file="data/own/test.csv")
+    validate_rows([row])
+    assert row["compile_mode"] == "cuda_graphs" and row["timer"] == "cuda_event"
 
 
 def test_python_factory_models_resolve():
