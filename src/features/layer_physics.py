@@ -64,12 +64,13 @@ class PhysicsConstants:
     """The few hardware/software constants the estimate assumes (conf/physics/default.yaml documents each)."""
 
     kernel_floor_us: float = 2.0
-    dispatch_us: dict = field(default_factory=lambda: {"eager": 6.0, "torch_compile": 2.0, "xla": 2.0,
-                                                       "tensorrt": 0.5, "xla_tensorrt": 1.0})
+    dispatch_us: dict = field(default_factory=lambda: {"eager": 6.0, "torch_compile": 2.0, "cuda_graphs": 0.5,
+                                                       "xla": 2.0, "tensorrt": 0.5, "xla_tensorrt": 1.0})
     training_dispatch_factor: float = 1.5
     # compile_mode -> the kernel fusion its runtime applies (`src.features.kernels.FUSIONS`); absent = none.
-    fusion: dict = field(default_factory=lambda: {"eager": "none", "torch_compile": "pointwise", "xla": "pointwise",
-                                                  "tensorrt": "producer", "xla_tensorrt": "producer"})
+    fusion: dict = field(default_factory=lambda: {"eager": "none", "cuda_graphs": "none", "torch_compile": "pointwise",
+                                                  "xla": "pointwise", "tensorrt": "producer",
+                                                  "xla_tensorrt": "producer"})
     optimizer_bytes_per_param: float = 20.0
     blocks_per_sm: float = 1.0
     winograd_speedup: float = 1.0

@@ -27,3 +27,25 @@ def test_own_file_missing_a_column(tmp_path):
     path.write_text("gpu,model\nNVIDIA H100 80GB HBM3,resnet50\n")
     result = own.parse_file(path, "data/own/bad.csv")
     assert result.quarantine[0]["reason"] == "missing column: batch_size"
+
+
+def test_h200_cuda_graph_pairs_ingest_as_a_runtime():
+    """The committed 2026-11-27 H200 run: every CNN timed eager and replayed from a CUDA graph, back to back."""
+    import glob
+
+    import pandas as pd
+
+    frames = []
+    for path in sorted(glob.glob("data/own/h200_20261127_graphs_*.csv")):
+        result = own.parse_file(path, path)
+        frame, quarantine = validate(result.rows)
+        assert not quarantine and len(frame) == result.n_read
+        frames.append(frame)
+    rows = pd.concat(frames)
+    assert set(rows["compile_mode"]) == {"eager", "cuda_graphs"} and set(rows["gpu"]) == {"H200 SXM 141 GB"}
+    assert len(rows) == 508 and set(rows["batch_size"]) == {1}
+    pairs = rows.pivot_table(index=["model_key", "precision"], columns="compile_mode", values="latency_ms").dropna()
+    assert len(pairs) >= 240
+    # batch 1 eager is host-bound: the replay drops the per-operator dispatch, never the GPU work
+    speedup = pairs["eager"] / pairs["cuda_graphs"]
+    assert speedup.min() > 1.2 and 5 < speedup.median() < 9
