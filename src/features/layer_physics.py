@@ -74,6 +74,8 @@ class PhysicsConstants:
     optimizer_bytes_per_param: float = 20.0
     blocks_per_sm: float = 1.0
     winograd_speedup: float = 1.0
+    split_k_min_depth: float = 0.0
+    split_k_max: float = 16.0
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> PhysicsConstants:
@@ -263,6 +265,16 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
     # Profile indexes pickled before the Winograd flag (older served models) have none: no kernel is eligible.
     winograd = getattr(index, "winograd", np.zeros(len(index.count), dtype=bool))[ker] & mac
     blocks = np.ceil(b * index.out_pixels[ker] / NOMINAL_TILE) * np.ceil(index.c_out[ker] / NOMINAL_TILE)
+    out_elems = q["out_elems_fixed"] + q["out_elems_per_sample"] * b
+    # GEMM reduction depth K (MACs per output element: C_in/groups x R x S for a conv).
+    depth_k = np.maximum(flops / np.maximum(2.0 * out_elems, 1.0), 1.0)
+    if constants.split_k_min_depth > 0:
+        # A grid smaller than the GPU is split along K (split-K / stream-K, as cuBLAS and cuDNN do for small
+        # outputs): up to K / min_depth slices (at most split_k_max), never more than it takes to fill one wave.
+        slots = sms[row] * constants.blocks_per_sm
+        splits = np.clip(np.minimum(np.floor(depth_k / constants.split_k_min_depth), np.ceil(slots / blocks)),
+                         1.0, constants.split_k_max)
+        blocks = blocks * splits
     # Outputs that do not grow with the batch (weight gradients: M x N = the weight, K = batch x pixels) run as
     # split-K GEMMs that fill the GPU; the wave model applies to outputs that scale with the batch.
     gridded = mac & (index.out_pixels[ker] > 0)
@@ -292,8 +304,7 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
     winograd_time = per_row(np.where(winograd, t_total, 0.0))
     # GEMM reduction depth K (MACs per output element: C_in/groups x R x S for a conv): deep GEMMs keep the math
     # units busy, shallow ones are bound by operand traffic. Time-weighted mean of log2 K over the MAC kernels.
-    out_elems = q["out_elems_fixed"] + q["out_elems_per_sample"] * b
-    depth = np.log2(np.maximum(flops / np.maximum(2.0 * out_elems, 1.0), 1.0))
+    depth = np.log2(depth_k)
     depth_time = per_row(np.where(mac, t_total * depth, 0.0))
     # Share of a 128-wide output tile that holds real output channels (a 32-channel conv fills a quarter).
     fill = index.c_out[ker] / (np.ceil(np.maximum(index.c_out[ker], 1.0) / NOMINAL_TILE) * NOMINAL_TILE)
