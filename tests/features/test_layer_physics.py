@@ -177,3 +177,28 @@ def test_gemm_tile_fill_and_depth_by_hand():
     assert got["mac_tile_fill"] == pytest.approx(32 / 128)
     assert got["mac_log2_depth"] == pytest.approx(np.log2(288))
     assert got["winograd_share"] == 0  # a profile without the flag (older served models) has no eligible kernel
+
+
+def test_split_k_fills_small_grids_only_when_asked():
+    # ResNet-34's last stage at batch 1: 7 x 7 x 512 output (4 tiles of 128 x 128), K = 3 x 3 x 512 = 4608
+    pixels, c_out, depth = 49.0, 512.0, 4608.0
+    q = dict.fromkeys(QUANTITIES, 0.0)
+    q.update(flops_per_sample=2.0 * depth * pixels * c_out, out_elems_per_sample=pixels * c_out)
+    prof = pd.DataFrame([{"model_key": "toy", "img_size": 224, "pass": "forward", "kernel_class": "mac",
+                          "c_out": c_out, "out_pixels": pixels, **q, "count": 1, "param_elems": 0.0}])
+    idx = ProfileIndex(prof)
+    X = rows(["Tesla V100 SXM2 32 GB"] * 2, model_key="toy", img_size=224, batch_size=1)
+    X.loc[1, "batch_size"] = 256  # 392 x 4 = 1,568 tiles: already many waves, nothing to split
+    base = dict(dispatch_us={"eager": 0.0}, kernel_floor_us=0.0)
+    off = price_rows(X, idx, PhysicsConstants(**base))
+    on = price_rows(X, idx, PhysicsConstants(**base, split_k_min_depth=256, split_k_max=32))
+    default_cap = price_rows(X, idx, PhysicsConstants(**base, split_k_min_depth=256))
+    capped = price_rows(X, idx, PhysicsConstants(**base, split_k_min_depth=256, split_k_max=4))
+    sms = X["sm_count"].iloc[0]
+    assert off["mac_wave_efficiency"].iloc[0] == pytest.approx(4 / sms)
+    # 4608 / 256 = 18 slices of each of the 4 tiles: 72 blocks on 80 SMs
+    assert on["mac_wave_efficiency"].iloc[0] == pytest.approx(72 / sms)
+    assert default_cap["mac_wave_efficiency"].iloc[0] == pytest.approx(64 / sms)  # at most 16 slices
+    assert capped["mac_wave_efficiency"].iloc[0] == pytest.approx(16 / sms)
+    assert on["t_kernels_ms"].iloc[0] == pytest.approx(off["t_kernels_ms"].iloc[0] * 4 / 72)
+    assert on["t_kernels_ms"].iloc[1] == pytest.approx(off["t_kernels_ms"].iloc[1])
