@@ -76,6 +76,8 @@ class PhysicsConstants:
     winograd_speedup: float = 1.0
     split_k_min_depth: float = 0.0
     split_k_max: float = 16.0
+    # compile_modes whose kernels may be split along K (None = every one, when split_k_min_depth > 0).
+    split_k_runtimes: list | None = None
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> PhysicsConstants:
@@ -272,8 +274,11 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
         # A grid smaller than the GPU is split along K (split-K / stream-K, as cuBLAS and cuDNN do for small
         # outputs): up to K / min_depth slices (at most split_k_max), never more than it takes to fill one wave.
         slots = sms[row] * constants.blocks_per_sm
-        splits = np.clip(np.minimum(np.floor(depth_k / constants.split_k_min_depth), np.ceil(slots / blocks)),
+        splits = np.clip(np.minimum(np.floor(depth_k / constants.split_k_min_depth),
+                                    np.ceil(slots / np.maximum(blocks, 1.0))),
                          1.0, constants.split_k_max)
+        if constants.split_k_runtimes is not None:
+            splits = np.where(np.isin(compile_mode, list(constants.split_k_runtimes))[row], splits, 1.0)
         blocks = blocks * splits
     # Outputs that do not grow with the batch (weight gradients: M x N = the weight, K = batch x pixels) run as
     # split-K GEMMs that fill the GPU; the wave model applies to outputs that scale with the batch.

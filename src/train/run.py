@@ -6,7 +6,8 @@ Protocol, in short (details in docs/training.md):
 - every fold gets the same Optuna budget: a seeded study of the model's `n_trials` trials (the first is the
   hand-set `warm_start`), cross-validated on at most `sweep.tune_max_rows` rows of the fold's training part,
   grouped by the protocol's unit (configuration, CNN, GPU or family);
-- the best parameters are refitted on the fold's whole training part and scored once on its held-out part;
+- the selected parameters (`model.selection`: the best CV MAPE, or CART's one-standard-error rule) are refitted
+  on the fold's whole training part and scored once on its held-out part;
 - the `random` protocol also scores the chosen parameters by a selection CV (`selection_cv_mape`): the same
   grouped folds over ALL rows of its training part for every model, whatever rows each model tuned on, so that
   `register` compares the models on identical rows;
@@ -51,7 +52,7 @@ from src.train.protocols import (
     twins_across,
 )
 from src.train.protocols import subsample as sub
-from src.train.tuning import create_study, cv_mape, trials_frame, tune
+from src.train.tuning import create_study, cv_mape, select_trial, trials_frame, tune
 
 log = logging.getLogger("cnnperf.train")
 METRIC_KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
@@ -183,7 +184,8 @@ class Trainer:
              splits, b["n_trials"], log_trials, run_prefix, enqueue=warm,
              progress=self.progress and protocol == "random", parent_run=parent_run)
         t_tune = time.perf_counter() - t0
-        best = dict(study.best_params)
+        chosen = select_trial(study, self.c["model"].get("selection"), self.c["model"]["search_space"])
+        best = dict(chosen.params)
         t0 = time.perf_counter()
         model = self.make_model(best).fit(self.X.iloc[fold.train], self.y[fold.train])
         t_fit = time.perf_counter() - t0
@@ -191,7 +193,7 @@ class Trainer:
         pred = model.predict(self.X.iloc[fold.test])
         t_pred = time.perf_counter() - t0
         timing = {"tune": t_tune, "fit": t_fit, "predict": t_pred}
-        return study, best, model, pred, timing
+        return study, chosen, model, pred, timing
 
     def selection_splits(self, fold, labels: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
         """Folds over every row of the fold's training part (positions into `fold.train`), grouped like the
@@ -221,11 +223,12 @@ class Trainer:
         status = "FAILED"
         try:
             prefix = f"{self.name}/{protocol}" + ("" if single else f"/{fold.name}")
-            study, best, model, pred, t = self.fit_fold(protocol, fold, labels, warm, log_trials, prefix,
-                                                        parent_run=fold_run or protocol_run)
+            study, chosen, model, pred, t = self.fit_fold(protocol, fold, labels, warm, log_trials, prefix,
+                                                          parent_run=fold_run or protocol_run)
+            best = dict(chosen.params)
             n_feat = len(feature_names(model))
             m = all_metrics(self.y[fold.test], pred, n_feat)
-            cv = float(study.best_value)
+            cv = float(chosen.value)
             if fold_run:
                 now = int(time.time() * 1000)
                 params = {**{f"best_{k}": v for k, v in best.items()}, "train_rows": len(fold.train),
@@ -233,7 +236,7 @@ class Trainer:
                 client.log_batch(fold_run, params=[Param(k, str(v)) for k, v in params.items()],
                                  metrics=[Metric(k, float(v), now, 0) for k, v in {**m, "cv_mape": cv}.items()])
             else:
-                trials_frame(study).to_csv(art / "trials.csv", index=False)
+                trials_frame(study, chosen.number).to_csv(art / "trials.csv", index=False)
             perm_rows = max(200, int(s["perm_max_rows"]) // max(1, n_folds))
             perm = permutation(model, self.X.iloc[fold.test], self.y[fold.test], self.cols, perm_rows,
                                int(s["perm_repeats"]), self.seed)

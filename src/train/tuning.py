@@ -7,6 +7,7 @@ replaced, and tuned only through its queue: its budget is spent once, whoever sp
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -26,6 +27,9 @@ from src.train.estimators import suggest
 from src.train.metrics import mape
 
 log = logging.getLogger("cnnperf.tuning")
+# Trial attribute holding the validation MAPE of each CV fold (the one-standard-error rule needs their spread).
+FOLD_SCORES_ATTR = "fold_mape"
+SELECTION_RULES = ("best", "one_se")
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
@@ -42,6 +46,7 @@ def cv_mape(make_model: Callable[[dict], object], params: dict, X: pd.DataFrame,
         score = mape(y[va], pred) if np.all(np.isfinite(pred)) else math.inf
         scores.append(score)
         if trial is not None:
+            trial.set_user_attr(FOLD_SCORES_ATTR, [float(v) for v in scores])
             trial.report(float(np.mean(scores)), k)
             if trial.should_prune():
                 raise optuna.TrialPruned()
@@ -143,6 +148,69 @@ def tune(study: optuna.Study, space: dict, make_model: Callable[[dict], object],
     return study
 
 
-def trials_frame(study: optuna.Study) -> pd.DataFrame:
-    """Trials as committed to reports (DVC-hashed): no durations or timestamps, which differ on every run."""
-    return study.trials_dataframe(attrs=("number", "value", "params", "state"))
+def check_selection(selection: dict | None, space: dict, where: str = "model.selection") -> dict:
+    """The selection spec, checked against the search space: {rule, simpler: {param: low|high}}."""
+    selection = dict(selection or {})
+    rule = selection.get("rule", "best")
+    if rule not in SELECTION_RULES:
+        raise ValueError(f"{where}.rule: unknown rule {rule!r} (one of {', '.join(SELECTION_RULES)})")
+    simpler = dict(selection.get("simpler") or {})
+    if rule == "one_se" and not simpler:
+        raise ValueError(f"{where}.simpler: the one_se rule needs an order of simplicity, e.g. {{max_depth: low}}")
+    for name, prefer in simpler.items():
+        spec = space.get(name)
+        if spec is None or spec.get("type") not in ("int", "float"):
+            raise ValueError(f"{where}.simpler: {name!r} is not a numeric parameter of the search space "
+                             f"({sorted(space)})")
+        if prefer not in ("low", "high"):
+            raise ValueError(f"{where}.simpler.{name}: {prefer!r} must be 'low' or 'high' (which values are simpler)")
+    return {"rule": rule, "simpler": simpler}
+
+
+def standard_error(trial: optuna.trial.FrozenTrial) -> float:
+    """Standard error of a trial's CV MAPE over its folds (0 with fewer than two folds recorded)."""
+    folds = np.asarray(trial.user_attrs.get(FOLD_SCORES_ATTR) or [], dtype=float)
+    if len(folds) < 2 or not np.all(np.isfinite(folds)):
+        return 0.0
+    return float(folds.std(ddof=1) / math.sqrt(len(folds)))
+
+
+def select_trial(study: optuna.Study, selection: dict | None = None,
+                 space: dict | None = None) -> optuna.trial.FrozenTrial:
+    """The trial whose parameters are refit on the whole training part.
+
+    `best` (default): the lowest CV MAPE, as `study.best_trial`. `one_se`: CART's one-standard-error rule
+    (Breiman et al. 1984, 3.4.3; Hastie et al., ESL 7.10): among the complete trials whose CV MAPE is within one
+    standard error (over its CV folds) of the best one's, the simplest by `simpler` (lexicographic in its order,
+    `low` or `high` values being simpler; ties by CV MAPE). Why: with a few grouped CV folds the scores of
+    different trials are often within noise of each other, and argmin then picks among them by chance, deepest
+    tree included.
+    """
+    sel = check_selection(selection, space if space is not None else {k: {"type": "float"} for k in
+                                                                       (selection or {}).get("simpler") or {}})
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE
+            and t.value is not None and math.isfinite(t.value)]
+    if not done:
+        raise ValueError(f"study {study.study_name}: no complete trial with a finite CV MAPE to select")
+    best = min(done, key=lambda t: (t.value, t.number))
+    if sel["rule"] == "best":
+        return best
+    limit = best.value + standard_error(best)
+    within = [t for t in done if t.value <= limit]
+
+    def simplicity(t: optuna.trial.FrozenTrial) -> tuple:
+        return tuple(float(t.params[k]) * (1 if d == "low" else -1) for k, d in sel["simpler"].items()) + (
+            t.value, t.number)
+
+    return min(within, key=simplicity)
+
+
+def trials_frame(study: optuna.Study, selected: int | None = None) -> pd.DataFrame:
+    """Trials as committed to reports (DVC-hashed): no durations or timestamps, which differ on every run;
+    per-fold CV MAPE and, when given, which trial was `selected` for the refit."""
+    frame = study.trials_dataframe(attrs=("number", "value", "params", "state"))
+    frame[FOLD_SCORES_ATTR] = [json.dumps([round(v, 6) for v in t.user_attrs.get(FOLD_SCORES_ATTR) or []])
+                               for t in study.trials]
+    if selected is not None:
+        frame["selected"] = frame["number"] == selected
+    return frame

@@ -1,6 +1,7 @@
 """The per-kernel physics estimate: by hand on one kernel, physical directions on real CNN profiles, fallbacks."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -202,3 +203,36 @@ def test_split_k_fills_small_grids_only_when_asked():
     assert capped["mac_wave_efficiency"].iloc[0] == pytest.approx(16 / sms)
     assert on["t_kernels_ms"].iloc[0] == pytest.approx(off["t_kernels_ms"].iloc[0] * 4 / 72)
     assert on["t_kernels_ms"].iloc[1] == pytest.approx(off["t_kernels_ms"].iloc[1])
+
+
+def test_split_k_leaves_kernels_without_an_output_grid_alone_and_warns_nothing():
+    # a weight-gradient-like GEMM (no output grid that grows with the batch) next to a pointwise kernel
+    q = dict.fromkeys(QUANTITIES, 0.0)
+    q.update(flops_per_sample=2.0e6, in_elems_per_sample=1.0e5, out_elems_fixed=1.0e4)
+    prof = pd.DataFrame([{"model_key": "toy", "img_size": 224, "pass": "forward", "kernel_class": kind,
+                          "c_out": 0.0, "out_pixels": 0.0, **q, "count": 1, "param_elems": 0.0}
+                         for kind in ("mac", "elementwise")])
+    X = rows(["Tesla V100 SXM2 32 GB"], model_key="toy", img_size=224, batch_size=1)
+    base = dict(dispatch_us={"eager": 0.0}, kernel_floor_us=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # was: a division by the zero block count (RuntimeWarning)
+        on = price_rows(X, ProfileIndex(prof), PhysicsConstants(**base, split_k_min_depth=256))
+    off = price_rows(X, ProfileIndex(prof), PhysicsConstants(**base))
+    assert np.isfinite(on["t_kernels_ms"].iloc[0])
+    assert on["t_kernels_ms"].iloc[0] == pytest.approx(off["t_kernels_ms"].iloc[0])
+
+
+def test_split_k_applies_only_to_the_runtimes_named():
+    pixels, c_out, depth = 49.0, 512.0, 4608.0  # ResNet-34's last stage at batch 1, as above
+    q = dict.fromkeys(QUANTITIES, 0.0)
+    q.update(flops_per_sample=2.0 * depth * pixels * c_out, out_elems_per_sample=pixels * c_out)
+    prof = pd.DataFrame([{"model_key": "toy", "img_size": 224, "pass": "forward", "kernel_class": "mac",
+                          "c_out": c_out, "out_pixels": pixels, **q, "count": 1, "param_elems": 0.0}])
+    X = rows(["Tesla V100 SXM2 32 GB"] * 2, model_key="toy", img_size=224, batch_size=1)
+    X["compile_mode"] = ["eager", "tensorrt"]
+    base = dict(dispatch_us={"eager": 0.0, "tensorrt": 0.0}, kernel_floor_us=0.0, split_k_min_depth=256)
+    every = price_rows(X, ProfileIndex(prof), PhysicsConstants(**base))
+    only = price_rows(X, ProfileIndex(prof), PhysicsConstants(**base, split_k_runtimes=["tensorrt"]))
+    sms = X["sm_count"].iloc[0]
+    assert every["mac_wave_efficiency"].tolist() == pytest.approx([64 / sms, 64 / sms])
+    assert only["mac_wave_efficiency"].tolist() == pytest.approx([4 / sms, 64 / sms])

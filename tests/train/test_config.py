@@ -99,3 +99,14 @@ def test_tuning_rows_are_the_sweep_default_unless_the_model_sets_its_own():
     assert budget(["model=dt", "sweep.tune_max_rows=500", "model.tune_max_rows=800"])["tune_max_rows"] == 800
     idx = np.arange(5000)
     assert len(subsample(idx, None, 0)) == 5000 and len(subsample(idx, 3000, 0)) == 3000
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_selection_rule_names_numeric_parameters_of_the_search_space(model):
+    """A model's `selection` (default: lowest CV MAPE) is checked against its own search space; dt uses CART's
+    one-standard-error rule."""
+    from src.train.tuning import check_selection
+
+    c = OmegaConf.to_container(compose([f"model={model}"]), resolve=True)
+    sel = check_selection(c["model"].get("selection"), c["model"]["search_space"])
+    assert sel["rule"] == ("one_se" if model == "dt" else "best")

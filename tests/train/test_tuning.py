@@ -1,0 +1,105 @@
+"""Trial selection: the lowest CV MAPE, or CART's one-standard-error rule over the CV folds."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+from sklearn.tree import DecisionTreeRegressor
+
+from src.train.tuning import FOLD_SCORES_ATTR, cv_mape, select_trial, standard_error, trials_frame
+
+SPACE = {"max_depth": {"type": "int", "low": 2, "high": 40},
+         "min_samples_leaf": {"type": "int", "low": 1, "high": 40},
+         "max_features": {"type": "categorical", "choices": [1.0, 0.5]}}
+ONE_SE = {"rule": "one_se", "simpler": {"max_depth": "low", "min_samples_leaf": "high"}}
+DISTRIBUTIONS = {"max_depth": optuna.distributions.IntDistribution(2, 40),
+                 "min_samples_leaf": optuna.distributions.IntDistribution(1, 40)}
+
+
+def study_of(trials: list[tuple[int, int, list[float] | None]]) -> optuna.Study:
+    """An in-memory study of complete trials (max_depth, min_samples_leaf, fold MAPEs); value = mean of folds."""
+    study = optuna.create_study(direction="minimize")
+    for depth, leaf, folds in trials:
+        study.add_trial(optuna.trial.create_trial(
+            params={"max_depth": depth, "min_samples_leaf": leaf}, distributions=DISTRIBUTIONS,
+            value=float(np.mean(folds)), user_attrs={FOLD_SCORES_ATTR: folds}))
+    return study
+
+
+def test_best_rule_is_optunas_best_trial():
+    study = study_of([(20, 2, [30.0, 32.0]), (34, 1, [20.0, 35.6]), (6, 8, [27.0, 29.6])])
+    assert select_trial(study).number == study.best_trial.number == 1
+    assert select_trial(study, {"rule": "best"}, SPACE).number == 1
+
+
+def test_one_se_picks_the_shallowest_tree_within_one_standard_error_of_the_best():
+    # best: depth 34, folds 20 / 35.6 -> mean 27.8, SE = std(ddof=1) / sqrt(2) = 7.8; limit 35.6
+    study = study_of([(34, 1, [20.0, 35.6]), (12, 4, [27.0, 29.6]), (6, 8, [30.0, 32.4]), (4, 30, [40.0, 50.0])])
+    assert standard_error(study.trials[0]) == pytest.approx(7.8)
+    chosen = select_trial(study, ONE_SE, SPACE)
+    assert (chosen.params["max_depth"], chosen.value) == (6, pytest.approx(31.2))   # depth 4 is at 45 > 35.6
+
+
+def test_one_se_breaks_depth_ties_by_the_larger_leaves_then_by_cv():
+    study = study_of([(10, 1, [24.0, 26.0]), (8, 2, [25.0, 27.0]), (8, 9, [25.5, 27.5]), (8, 9, [25.2, 26.8])])
+    chosen = select_trial(study, ONE_SE, SPACE)
+    assert (chosen.params["max_depth"], chosen.params["min_samples_leaf"], chosen.number) == (8, 9, 3)
+
+
+def test_one_se_is_argmin_when_the_best_trial_has_no_spread():
+    study = study_of([(30, 1, [20.0, 20.0]), (4, 20, [20.5, 20.5])])
+    assert select_trial(study, ONE_SE, SPACE).number == 0
+    single = study_of([(30, 1, [20.0]), (4, 20, [20.5])])          # one fold: no standard error
+    assert standard_error(single.trials[0]) == 0.0
+    assert select_trial(single, ONE_SE, SPACE).number == 0
+
+
+def test_pruned_failed_and_infinite_trials_are_never_selected():
+    study = study_of([(30, 1, [20.0, 40.0])])
+    study.add_trial(optuna.trial.create_trial(params={"max_depth": 2, "min_samples_leaf": 40},
+                                              distributions=DISTRIBUTIONS, state=optuna.trial.TrialState.PRUNED))
+    study.add_trial(optuna.trial.create_trial(params={"max_depth": 3, "min_samples_leaf": 40},
+                                              distributions=DISTRIBUTIONS, value=float("inf")))
+    assert select_trial(study, ONE_SE, SPACE).number == 0
+    with pytest.raises(ValueError, match="no complete trial"):
+        select_trial(optuna.create_study(study_name="empty"), ONE_SE, SPACE)
+
+
+@pytest.mark.parametrize("selection, match", [
+    ({"rule": "lowest"}, r"model.selection.rule: unknown rule 'lowest'"),
+    ({"rule": "one_se"}, r"model.selection.simpler: the one_se rule needs an order"),
+    ({"rule": "one_se", "simpler": {"depth": "low"}}, r"'depth' is not a numeric parameter"),
+    ({"rule": "one_se", "simpler": {"max_features": "low"}}, r"'max_features' is not a numeric parameter"),
+    ({"rule": "one_se", "simpler": {"max_depth": "small"}}, r"simpler.max_depth: 'small' must be 'low' or 'high'"),
+])
+def test_bad_selection_specs_name_the_field(selection, match):
+    with pytest.raises(ValueError, match=match):
+        select_trial(study_of([(4, 1, [1.0, 2.0])]), selection, SPACE)
+
+
+def test_cv_mape_records_each_folds_score_on_the_trial_and_the_frame_marks_the_selected_one():
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.uniform(1, 2, 200), "b": rng.uniform(1, 2, 200)})
+    y = (X["a"] * 3 + X["b"]).to_numpy()
+    idx = np.arange(200)
+    splits = [(idx[idx % 2 == 0], idx[idx % 2 == 1]), (idx[idx % 2 == 1], idx[idx % 2 == 0])]
+
+    def make(params):
+        return DecisionTreeRegressor(random_state=0, **params)
+
+    study = optuna.create_study(direction="minimize")
+    study.optimize(lambda t: cv_mape(make, {"max_depth": t.suggest_int("max_depth", 1, 8)}, X, y, splits, t),
+                   n_trials=3)
+    for t in study.trials:
+        folds = t.user_attrs[FOLD_SCORES_ATTR]
+        assert len(folds) == 2 and np.mean(folds) == pytest.approx(t.value)
+    chosen = select_trial(study, {"rule": "one_se", "simpler": {"max_depth": "low"}},
+                          {"max_depth": {"type": "int", "low": 1, "high": 8}})
+    frame = trials_frame(study, chosen.number)
+    assert frame["selected"].tolist() == [t.number == chosen.number for t in study.trials]
+    assert [json.loads(v) for v in frame[FOLD_SCORES_ATTR]] == [
+        [round(v, 6) for v in t.user_attrs[FOLD_SCORES_ATTR]] for t in study.trials]
