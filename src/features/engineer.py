@@ -196,7 +196,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
 
     def __init__(self, numeric_inputs=(), categorical_inputs=(), gpu_features=(), ptx_features=(),
                  engineered: bool = True, release_column: str | None = None, physics=None,
-                 physics_constants: dict | None = None, spec_features: bool = True, ptx=None,
+                 physics_constants: dict | None = None, spec_features: bool | list = True, ptx=None,
                  release_number: bool = True, cnn_offset: float | None = None):
         self.numeric_inputs = numeric_inputs
         self.categorical_inputs = categorical_inputs
@@ -211,8 +211,9 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         # A `src.features.layer_physics.ProfileIndex`: adds the per-kernel physics estimate and its aggregates.
         self.physics = physics
         self.physics_constants = physics_constants
-        # False: GPU specs feed the estimates only, not the learner (a tree cannot extrapolate raw specs to a
-        # GPU faster than any it saw; scale-free shares and ratios transfer).
+        # Which GPU specs reach the learner: True all `gpu_features`, False none, a list those of them. Specs not
+        # given still feed the estimates (a tree cannot extrapolate raw specs to a GPU faster than any it saw;
+        # scale-free shares and ratios transfer).
         self.spec_features = spec_features
         # A `src.features.ptx_lookup.PtxIndex`: the ptx_features are looked up from (model_key, img_size,
         # batch_size, compute_capability) instead of read from input columns (None: they are input columns).
@@ -278,8 +279,19 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
             return []
         return list(RELEASE_FEATURES) if self._release_as_number() else ["tf32_conv_default"]
 
+    def learner_specs(self) -> list[str]:
+        """The GPU spec columns that are learner features (`spec_features`: True, False or a list of names)."""
+        if isinstance(self.spec_features, bool):
+            return list(self.gpu_features) if self.spec_features else []
+        chosen = [str(c) for c in self.spec_features]
+        unknown = sorted(set(chosen) - set(self.gpu_features))
+        if unknown:
+            raise ValueError(f"features.spec_features names {unknown}, which are not in features.gpu_features "
+                             f"{list(self.gpu_features)}")
+        return [c for c in self.gpu_features if c in set(chosen)]
+
     def numeric_names(self) -> list[str]:
-        specs = list(self.gpu_features) if self.spec_features else []
+        specs = self.learner_specs()
         names = list(self.numeric_inputs) + specs + list(self.ptx_features)
         names += [PTX_COUNTED] if self._ptx_index() is not None else []
         names += ENGINEERED if self.engineered else []
@@ -341,7 +353,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         """(numeric features as one float matrix in `numeric_names` order, logs applied; categorical columns as
         str arrays). The single implementation behind `transform` and the served fast path. `physics_sink`
         receives the unlogged physics frame under "physics" (the efficiency target's baseline: priced once)."""
-        specs = list(self.gpu_features) if self.spec_features else []
+        specs = self.learner_specs()
         blocks = [_floats(X, c) for c in list(self.numeric_inputs) + specs] + self.ptx_arrays(X)
         if self.engineered:
             blocks += list(engineer_arrays(X).values())
@@ -401,7 +413,7 @@ def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool, phys
         release_number=bool(feat_cfg.get("release_number", True)),
         physics=physics if feat_cfg.get("physics") else None,
         physics_constants=physics_constants,
-        spec_features=bool(feat_cfg.get("spec_features", True)),
+        spec_features=_spec_features(feat_cfg.get("spec_features", True)),
         ptx=ptx,
         cnn_offset=feat_cfg.get("cnn_offset"),
     )
@@ -419,6 +431,15 @@ def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool, phys
         verbose_feature_names_out=False,
     )
     return Pipeline([("perf", perf), ("encode", encode)])
+
+
+def _spec_features(value: Any) -> bool | list[str]:
+    """features.spec_features as PerfFeatures takes it: a bool, or a list of GPU spec names."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and not isinstance(value, str)):
+        return [str(v) for v in value]
+    raise ValueError(f"features.spec_features must be true, false or a list of GPU spec names, got {value!r}")
 
 
 class StringOneHotEncoder(OneHotEncoder):

@@ -52,6 +52,34 @@ def test_perf_features_names_match_columns_and_logs():
     assert {f"log_{c}" for c in ENGINEERED} <= set(out.columns)
 
 
+@pytest.mark.parametrize(("spec_features", "specs"), [
+    (True, ["memory_bandwidth_gbs", "tensor_cores", "compute_capability"]),
+    (False, []),
+    (["compute_capability", "memory_bandwidth_gbs"], ["memory_bandwidth_gbs", "compute_capability"]),
+])
+def test_spec_features_choose_which_gpu_specs_reach_the_learner(spec_features, specs):
+    """The specs left out are no learner columns, but the roofline terms still price the row on that GPU."""
+    X = pd.DataFrame([row("fp32"), row("amp_fp16", "training", 128)])
+    gpu_features = ["memory_bandwidth_gbs", "tensor_cores", "compute_capability"]
+    pf = PerfFeatures(["batch_size"], ["precision"], gpu_features, spec_features=spec_features)
+    assert pf.learner_specs() == specs
+    out = pf.fit_transform(X)
+    spec_columns = [c for c in out.columns if c.removeprefix("log_").removeprefix("log1p_") in gpu_features]
+    assert spec_columns == [c for c in ["log_memory_bandwidth_gbs", "log1p_tensor_cores", "compute_capability"]
+                            if c.removeprefix("log_").removeprefix("log1p_") in specs]
+    assert out["log_t_memory_ms"].iloc[0] == pytest.approx(np.log(2946.4e6 / 1008e9 * 1e3))
+
+
+def test_spec_features_naming_an_unknown_spec_is_an_error():
+    X = pd.DataFrame([row("fp32")])
+    pf = PerfFeatures(["batch_size"], ["precision"], ["memory_bandwidth_gbs"], spec_features=["tdp_w"])
+    with pytest.raises(ValueError, match=r"spec_features names \['tdp_w'\].*gpu_features"):
+        pf.fit_transform(X)
+    with pytest.raises(ValueError, match="spec_features must be true, false or a list"):
+        make_preprocessor({"numeric_inputs": ["batch_size"], "categorical_inputs": [], "gpu_features": [],
+                           "spec_features": "yes"}, [], scale=False)
+
+
 def test_preprocessor_one_hot_and_unknown_category():
     feat = {"numeric_inputs": ["param_count_m", "gmacs", "activations_m", "batch_size", "img_size"],
             "categorical_inputs": ["precision", "mode"], "gpu_features": ["memory_bandwidth_gbs", "fp32_tflops",
@@ -148,7 +176,7 @@ def _old_transform(pf: PerfFeatures, X: pd.DataFrame) -> pd.DataFrame:
     from src.features.engineer import EPS, LOG1P_COLUMNS
     from src.features.layer_physics import PhysicsConstants, cached_price
 
-    specs = list(pf.gpu_features) if pf.spec_features else []
+    specs = pf.learner_specs()
     num = X[list(pf.numeric_inputs) + specs + list(pf.ptx_features)].astype(float)
     if pf.engineered:
         num = pd.concat([num, _old_engineer(X)], axis=1)
