@@ -45,16 +45,33 @@ def monotone_constraints(estimator, feature_names: list[str], monotone: dict | N
     return present or None
 
 
+# Feature-set keys a model may set for itself (conf/model/<name>.yaml `feature_overrides`): they change which
+# columns the learner sees, never which rows exist, so every model is still scored on the same rows and folds.
+MODEL_FEATURE_KEYS = ("spec_features",)
+
+
+def model_features(model_cfg: dict, feat_cfg: dict) -> dict:
+    """The feature set as this model sees it: `feat_cfg` with the model's `feature_overrides` applied."""
+    overrides = dict(model_cfg.get("feature_overrides") or {})
+    bad = sorted(set(overrides) - set(MODEL_FEATURE_KEYS))
+    if bad:
+        raise ValueError(f"model {model_cfg.get('name')}: feature_overrides {bad} cannot be set per model (only "
+                         f"{list(MODEL_FEATURE_KEYS)}: a per-model key may change the learner's columns, not the rows)")
+    return {**dict(feat_cfg), **overrides}
+
+
 def build_model(model_cfg: dict, feat_cfg: dict, ptx_features: list[str], params: dict,
                 log_target: bool | None = None, target_cfg: dict | None = None, physics=None,
                 physics_constants: dict | None = None, ptx=None):
     """features Pipeline + estimator, wrapped for the target: log(target) (predictions on the original scale), or
-    the efficiency log(target / physics estimate) when the target config says `baseline: physics`.
+    the efficiency log(target / physics estimate) when the target config says `baseline: physics`. The model's
+    `feature_overrides` apply to `feat_cfg` (model_features).
 
     Monotone constraints (target config `monotone`: feature -> +1/-1) go to estimators that support them."""
     target_cfg = dict(target_cfg or {"log": bool(log_target)})
     est = estimator_class(model_cfg["estimator"])(**dict(model_cfg.get("fixed") or {}), **params)
-    pre = make_preprocessor(feat_cfg, ptx_features, bool(model_cfg.get("scale")), physics, physics_constants, ptx)
+    pre = make_preprocessor(model_features(model_cfg, feat_cfg), ptx_features, bool(model_cfg.get("scale")), physics,
+                            physics_constants, ptx)
     names = [str(n) for n in pre.named_steps["perf"].get_feature_names_out()]
     constraints = monotone_constraints(est, names, target_cfg.get("monotone"))
     if constraints:

@@ -110,3 +110,27 @@ def test_selection_rule_names_numeric_parameters_of_the_search_space(model):
     c = OmegaConf.to_container(compose([f"model={model}"]), resolve=True)
     sel = check_selection(c["model"].get("selection"), c["model"]["search_space"])
     assert sel["rule"] == ("one_se" if model == "dt" else "best")
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_only_the_linear_model_sees_every_gpu_speed(model):
+    """The physics sets give the learner the GPU's architecture and sizes; lr overrides that for itself (a line
+    extrapolates log speeds, a tree cannot). The override changes columns only, never the rows."""
+    from src.train.estimators import model_features
+
+    c = OmegaConf.to_container(compose([f"model={model}"]), resolve=True)
+    assert c["features"]["spec_features"] == ["compute_capability", "l2_cache_mb", "memory_size_gb"]
+    seen = model_features(c["model"], c["features"])
+    assert seen["spec_features"] is (True if model == "lr" else seen["spec_features"])
+    if model != "lr":
+        assert seen == c["features"]
+    assert {k: v for k, v in seen.items() if k != "spec_features"} == {
+        k: v for k, v in c["features"].items() if k != "spec_features"}
+
+
+def test_a_model_cannot_override_feature_keys_that_change_rows():
+    from src.train.estimators import model_features
+
+    c = OmegaConf.to_container(compose(["model=lr"]), resolve=True)
+    with pytest.raises(ValueError, match=r"model lr: feature_overrides \['require_static'\] cannot be set per model"):
+        model_features({**c["model"], "feature_overrides": {"require_static": False}}, c["features"])
