@@ -75,10 +75,12 @@ def test_four_workers_run_exactly_the_budget(four_workers, tracking):
         parent.data.metrics["trials_pruned"] == 16
 
 
-def freeze_in_trial(proc, storage, prefix: str, timeout: float = 90) -> int:
+def freeze_in_trial(proc, storage, prefix: str, timeout: float = 90, while_frozen=None) -> int:
     """SIGSTOP `proc` inside a trial (RUNNING, its MLflow run open, parameters suggested), SIGKILL it; the number.
 
     Stopped between trials, it is resumed and tried again a moment later: the kill always lands mid-trial.
+    `while_frozen` runs while it is stopped inside the trial, before the kill (e.g. starting the other workers,
+    so that on a loaded machine they cannot finish the whole budget before the victim reaches a trial).
     """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -90,6 +92,8 @@ def freeze_in_trial(proc, storage, prefix: str, timeout: float = 90) -> int:
                 if t.state.name == "RUNNING" and t.user_attrs.get("worker", "").endswith(f":{proc.pid}")
                 and "mlflow_run_id" in t.user_attrs and t.params]
         if mine:
+            if while_frozen is not None:
+                while_frozen()
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
             return mine[0].number
@@ -101,8 +105,11 @@ def freeze_in_trial(proc, storage, prefix: str, timeout: float = 90) -> int:
 def test_sigkill_mid_trial_is_failed_and_retried(cluster, storage, tracking, tmp_path):
     ov = cluster("kill", 14)
     victim = start_worker(ov, tmp_path / "victim.log")
-    others = [start_worker(ov, tmp_path / f"worker{i}.log") for i in range(2)]
-    killed = freeze_in_trial(victim, storage, "kill")
+    others: list = []
+    # The others start while the victim is frozen inside its first trial: started together, on a loaded machine
+    # they could run all 14 trials before the victim reached one (it then exits 0 and cannot be killed mid-trial).
+    killed = freeze_in_trial(victim, storage, "kill", while_frozen=lambda: others.extend(
+        start_worker(ov, tmp_path / f"worker{i}.log") for i in range(2)))
     assert wait_all(others) == [0, 0], logs(tmp_path)
     assert victim.returncode == -signal.SIGKILL
     [study] = studies(storage, "kill")
