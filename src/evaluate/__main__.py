@@ -21,10 +21,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.config import REPO_ROOT, register_resolvers
 from src.evaluate import plots as eval_plots
-from src.evaluate import runtime_pairs
+from src.evaluate import runtime_pairs, support
 from src.evaluate.ranking import RANK_GROUP, by_group, per_config, ranking_agreement
 from src.tracking import setup
-from src.train import PROTOCOLS
+from src.train import GROUP_TABLE, PROTOCOLS, SUPPORT_LEVELS
 
 register_resolvers()
 log = logging.getLogger("cnnperf.evaluate")
@@ -33,6 +33,10 @@ KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
 GROUP_KEYS = ("group_median_mape", "group_worst_mape", "worst_group", "groups_scored")
 RANK_KEYS = ("configs", "gpus_mean", "spearman_median", "spearman_mean", "top1_share",
              "top1_miss_slowdown_median")
+# Held-out rows by what training knew of their measurement setting (source, release, precision, mode, layout,
+# runtime): the same setting, the same setup under another release only, or neither; rows and MAPE % of each
+# (src.train.metrics.support_metrics, src.evaluate.support).
+SUPPORT_KEYS = tuple(f"{level}_setting_{k}" for level in SUPPORT_LEVELS for k in ("rows", "mape"))
 TRACE_KEYS = ("split_fingerprint", "optuna_study", "cv_mape", "selection_cv_mape", "test_rows", "folds",
               "n_features")
 
@@ -49,7 +53,7 @@ def collect(reports_dir, models=MODELS) -> tuple[dict, dict]:
         s = json.loads(path.read_text())
         summaries[m] = s
         for protocol, res in s["protocols"].items():
-            row = {k: res[k] for k in KEYS + GROUP_KEYS + TRACE_KEYS if k in res}
+            row = {k: res[k] for k in KEYS + GROUP_KEYS + SUPPORT_KEYS + TRACE_KEYS if k in res}
             row["budget_trials"] = res.get("budget", {}).get("n_trials")
             table.setdefault(protocol, {})[m] = row
     ordered = {p: table[p] for p in PROTOCOLS if p in table}
@@ -112,6 +116,37 @@ def rankings(rep, table: dict, configs: pd.DataFrame) -> tuple[pd.DataFrame, pd.
     return by_family, by_runtime, by_pair
 
 
+def support_tables(rep, table: dict) -> pd.DataFrame:
+    """Per protocol, model and group (GPU, family or runtime: the protocol's GROUP_TABLE column): rows and MAPE % of
+    the held-out rows whose measurement setting training saw, and of the rest (src.evaluate.support)."""
+    parts = []
+    for p, models in table.items():
+        for m in models:
+            path = rep / m / p / "predictions.csv"
+            if path.exists():
+                pred = pd.read_csv(path)
+                try:
+                    parts.append(support.by_group(pred, GROUP_TABLE[p]).assign(protocol=p, estimator=m))
+                except KeyError as e:
+                    raise SystemExit(f"{path}: {e.args[0]}") from None
+    if not parts:
+        return pd.DataFrame(columns=support.SUPPORT_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[support.SUPPORT_COLUMNS]
+
+
+def support_markdown(table: dict) -> str:
+    """Each protocol's pooled MAPE beside its split by setting support: what the data could and could not support."""
+    lines = ["| protocol | model | MAPE % (rows) | setting seen in training: MAPE % (rows) | same setup, other release "
+             "only | setup unseen |", "|---|---|---|---|---|---|"]
+    for p, models in table.items():
+        for m, r in models.items():
+            if "seen_setting_rows" not in r:
+                continue
+            cells = [f"{r[f'{lv}_setting_mape']:.2f} ({int(r[f'{lv}_setting_rows'])})" for lv in SUPPORT_LEVELS]
+            lines.append(f"| {p} | {m} | {r['mape']:.2f} ({r.get('test_rows', '')}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(table: dict) -> str:
     lines = ["| protocol | model | MAPE % | median APE % | within ±10 % | R² | adj. R² | R² (log) | median group "
              "MAPE % | worst group MAPE % (group) | rows | trials/study | GPU order ρ (median) | fastest GPU found |",
@@ -141,7 +176,12 @@ def main(cfg: DictConfig) -> None:
     by_pair.to_csv(rep / "runtime_speedup_pairs.csv", index=False)
     eval_plots.ranking_by_family(by_family, rep / "ranking_by_family.png")
     (REPO_ROOT / "reports" / "metrics.json").write_text(json.dumps(table, indent=2) + "\n")
-    (rep / "metrics_table.md").write_text(markdown(table))
+    by_setting = support_tables(rep, table)
+    by_setting.to_csv(rep / "setting_support.csv", index=False)
+    eval_plots.setting_support(table, rep / "setting_support.png", SUPPORT_LEVELS)
+    (rep / "metrics_table.md").write_text(markdown(table) + "\nHeld-out rows by whether training saw their "
+                                          "measurement setting (source, framework release, precision, mode, layout, "
+                                          "runtime; `nan (0)`: no such row):\n\n" + support_markdown(table))
     for metric in ("mape", "r2"):
         eval_plots.metric_table(table, rep / f"{metric}_by_protocol.png", metric)
     # DVC plot data: predicted vs measured (random protocol, <= 2000 rows per model) and importances.
@@ -181,13 +221,17 @@ def main(cfg: DictConfig) -> None:
         for p, models in table.items():
             for m, r in models.items():
                 mlflow.log_metrics({f"{p}/{m}/{k}": r[k] for k in ("mape", "r2", "adj_r2", "rank_spearman_median",
-                                                                   "rank_top1_share") if k in r})
+                                                                   "rank_top1_share",
+                                                                   *(f"{lv}_setting_mape" for lv in SUPPORT_LEVELS))
+                                    if k in r and np.isfinite(r[k])})
         mlflow.log_artifact(str(REPO_ROOT / "reports" / "metrics.json"))
         mlflow.log_artifact(str(rep / "metrics_table.md"))
         mlflow.log_artifact(str(rep / "ranking_by_family.csv"))
         mlflow.log_artifact(str(rep / "runtime_mape.csv"))
         mlflow.log_artifact(str(rep / "runtime_speedup_pairs.csv"))
         mlflow.log_artifact(str(rep / "ranking_by_family.png"))
+        mlflow.log_artifact(str(rep / "setting_support.csv"))
+        mlflow.log_artifact(str(rep / "setting_support.png"))
     print(markdown(table))
 
 

@@ -58,3 +58,21 @@ def ranking_by_family(t: pd.DataFrame, path: Path, protocol: str = "leave_family
         ax.set_xlabel(label)
         ax.set_title(f"{protocol}: {label}")
     return _save(fig, path, 100)
+
+
+
+def setting_support(metrics: dict, path: Path, levels: tuple[str, ...]) -> Path:
+    """Per protocol and model: held-out MAPE on rows whose measurement setting training saw, on rows whose setup it
+    saw under another release only, and on rows whose setup only the held-out group has (reports/metrics.json
+    `<level>_setting_*`)."""
+    fig, axes = plt.subplots(1, len(levels), figsize=(6.5 * len(levels), 4.5), sharey=True, squeeze=False)
+    for ax, level in zip(axes[0], levels, strict=True):
+        df = pd.DataFrame({p: {m: v.get(f"{level}_setting_mape", np.nan) for m, v in models.items()}
+                           for p, models in metrics.items()})
+        rows = {p: int(max(v.get(f"{level}_setting_rows", 0) for v in models.values()))
+                for p, models in metrics.items()}
+        df.columns = [f"{p}\n({rows[p]} rows)" for p in df.columns]
+        df.T.plot.bar(ax=ax, rot=30)
+        ax.set_ylabel("held-out MAPE %")
+        ax.set_title(f"setting: {level.replace('_', ' ')}")
+    return _save(fig, path, 100)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from src.train.protocols import SUPPORT_LEVELS
+
 
 def _arrays(y_true, y_pred) -> tuple[np.ndarray, np.ndarray]:
     t = np.asarray(y_true, dtype=float).ravel()
@@ -76,3 +78,23 @@ def all_metrics(y_true, y_pred, n_features: int) -> dict[str, float]:
         "r2_log": _r2(np.log(t[pos]), np.log(p[pos])) if pos.sum() > 1 else float("nan"),
         "n_rows": float(t.size),
     }
+
+
+
+def support_metrics(y_true, y_pred, support, levels: tuple[str, ...] = SUPPORT_LEVELS) -> dict[str, float]:
+    """Rows and MAPE of the held-out rows at each support level (src.train.protocols.setting_support: was the
+    row's measurement setting in training, only under another release, or not at all): how much of a protocol's
+    error the data could not support. NaN MAPE for a level with no rows; an unknown label is an error."""
+    t, p = _arrays(y_true, y_pred)
+    s = np.asarray(support, dtype=object).ravel()
+    if s.shape != t.shape:
+        raise ValueError(f"support has {s.size} values, y_true {t.size}")
+    unknown = sorted(set(s.tolist()) - set(levels))
+    if unknown:
+        raise ValueError(f"support labels {unknown} are not among {list(levels)}")
+    out: dict[str, float] = {}
+    for level in levels:
+        mask = s == level
+        out[f"{level}_setting_rows"] = float(mask.sum())
+        out[f"{level}_setting_mape"] = mape(t[mask], p[mask]) if mask.any() else float("nan")
+    return out

@@ -43,9 +43,18 @@ ARCH_FOLDS = (
      ("Ada", "Hopper", "Blackwell")),
     ("ampere", ("Pascal", "Volta", "Turing"), ("Ampere",)),
 )
+# The column each protocol's per-group tables report by (the prediction frame's column).
+GROUP_TABLE = {"random": "gpu", "random_rows": "gpu", "leave_model_out": "family", "leave_gpu_out": "gpu",
+               "leave_family_out": "family", "leave_arch_out": "gpu", "leave_runtime_out": "runtime"}
 # What a configuration is: the workload, not the software release that ran it or the run that measured it.
 CONFIG_COLUMNS = ("model_key", "gpu", "batch_size", "img_size", "precision", "mode", "memory_layout",
                   "compile_mode", "framework")
+# How a row was measured, apart from the workload (CNN, batch, size) and the GPU: the source's setup and software
+# release. A held-out row whose setting no training row shares asks the model to transfer across GPUs AND across a
+# measurement setup at once (e.g. timm's RTX 3090 rows under PyTorch 1.10-2.1, a release no other GPU ran).
+# `setting_support` labels each held-out row by it; SUPPORT_LEVELS are its labels, best supported first.
+SETTING_COLUMNS = ("source", "framework", "framework_version", "precision", "mode", "memory_layout", "compile_mode")
+SUPPORT_LEVELS = ("seen", "other_release", "unseen")
 
 
 @dataclass
@@ -256,6 +265,26 @@ def twins_across(df: pd.DataFrame, train: np.ndarray, test: np.ndarray) -> int:
     """How many configurations have rows on both sides of a split (0 for every protocol but random_rows)."""
     ids = config_ids(df)
     return len(set(ids[train]) & set(ids[test]))
+
+
+def _setting_ids(df: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise KeyError(f"setting columns {missing} missing from the dataset; has {list(df.columns)}")
+    return df[list(columns)].astype(str).groupby(list(columns), sort=True, dropna=False).ngroup().to_numpy()
+
+
+def setting_support(df: pd.DataFrame, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """Per held-out row (in `test` order), what training knows of the way it was measured (SETTING_COLUMNS), on
+    whatever GPU and CNN: `seen` (some training row has the same setting), `other_release` (the same setup under
+    another framework release only) or `unseen` (no training row of that source, precision, mode, layout and
+    runtime). Splits a protocol's error into what the data supports and what it cannot."""
+    test, train = np.asarray(test), np.asarray(train)
+    exact = _setting_ids(df, SETTING_COLUMNS)
+    setup = _setting_ids(df, tuple(c for c in SETTING_COLUMNS if c != "framework_version"))
+    seen = np.isin(exact[test], exact[train])
+    same_setup = np.isin(setup[test], setup[train])
+    return np.where(seen, "seen", np.where(same_setup, "other_release", "unseen")).astype(object)
 
 
 def iter_protocols(names: list[str]) -> Iterator[str]:

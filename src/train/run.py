@@ -41,14 +41,16 @@ from src.train import plots
 from src.train.estimators import feature_names, native_importances
 from src.train.fit import log_served_model, make_model, ptx_columns
 from src.train.importance import permutation
-from src.train.metrics import all_metrics
+from src.train.metrics import all_metrics, support_metrics
 from src.train.protocols import (
+    GROUP_TABLE,
     cv_splits,
     family_labels,
     fingerprint,
     group_labels,
     iter_protocols,
     outer_folds,
+    setting_support,
     twins_across,
 )
 from src.train.protocols import subsample as sub
@@ -63,8 +65,6 @@ RUN_TAGS = ("git_commit", "git_dirty")
 RUN_KEYS = ("run_id", "model_uri", "timing_s")
 # Protocols of exactly one fold (a seeded split): `Trainer.side_by_side` runs them at the same time.
 SINGLE_FOLD = ("random", "random_rows")
-GROUP_TABLE = {"random": "gpu", "random_rows": "gpu", "leave_model_out": "family", "leave_gpu_out": "gpu",
-               "leave_family_out": "family", "leave_arch_out": "gpu", "leave_runtime_out": "runtime"}
 
 
 def load_dataset(c: dict, root: Path = REPO_ROOT) -> pd.DataFrame:
@@ -244,6 +244,7 @@ class Trainer:
                    "held_out_groups": len(fold.held_out), "twins_across": twins_across(self.df, fold.train, fold.test)}
             p = self.pred_frame(fold.test, pred)
             p["fold"] = fold.name
+            p["setting_support"] = setting_support(self.df, fold.train, fold.test)
             status = "FINISHED"
             return {"model": model, "timing": t, "cv_mape": cv, "perm": perm,
                     "native": native_importances(model, self.name), "row": row, "best": best, "pred": p}
@@ -301,10 +302,12 @@ class Trainer:
             pred_df = pd.concat(preds, ignore_index=True)
             n_feat = len(feature_names(model))
             pooled = all_metrics(pred_df["measured"], pred_df["predicted"], n_feat)
+            support = support_metrics(pred_df["measured"], pred_df["predicted"], pred_df["setting_support"])
             per_group, group_stats = group_summary(pred_df, GROUP_TABLE[protocol], n_feat,
                                                    int(c["split"]["min_group_rows"]))
             cv = float(np.mean(cv_scores))
-            mlflow.log_metrics({**pooled, "cv_mape": cv, "test_rows": len(pred_df),
+            mlflow.log_metrics({**pooled, **{k: v for k, v in support.items() if np.isfinite(v)}, "cv_mape": cv,
+                                "test_rows": len(pred_df),
                                 **{k: v for k, v in group_stats.items() if k != "worst_group"},
                                 "tune_seconds": timing["tune"], "fit_seconds": timing["fit"],
                                 "predict_us_per_row": timing["predict"] / max(1, len(pred_df)) * 1e6})
@@ -324,8 +327,9 @@ class Trainer:
             (art / "split.json").write_text(json.dumps(split, indent=1) + "\n")
             self.write_common(art, pred_df, imps, f"{self.name} {protocol} (held-out predictions)")
             mlflow.log_artifacts(str(art), artifact_path="report")
-            result = {**pooled, **group_stats, "cv_mape": cv, "n_features": n_feat, "test_rows": int(len(pred_df)),
-                      "folds": len(folds), "per_group": per_group, "per_fold": fold_rows, "fold_params": fold_params,
+            result = {**pooled, **support, **group_stats, "cv_mape": cv, "n_features": n_feat,
+                      "test_rows": int(len(pred_df)), "folds": len(folds), "per_group": per_group,
+                      "per_fold": fold_rows, "fold_params": fold_params,
                       "skipped_groups": skipped, "run_id": run.info.run_id, "split_fingerprint": split_fp,
                       "optuna_study": optuna_study, "budget": self.budget(), "importances": imps,
                       "timing_s": {**timing, "total": time.perf_counter() - t_start},

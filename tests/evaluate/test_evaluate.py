@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from src.evaluate.__main__ import configurations, markdown, rankings
+from src.evaluate.__main__ import configurations, markdown, rankings, support_markdown, support_tables
 
 GPUS = ["A100", "V100", "T4", "RTX 3090"]
 SPEED = {"A100": 1.0, "V100": 1.6, "T4": 4.0, "RTX 3090": 1.3}
@@ -27,12 +27,15 @@ def dataset(path) -> pd.DataFrame:
     return df
 
 
-def write_predictions(rep, model: str, protocol: str, df: pd.DataFrame, predicted: np.ndarray) -> None:
+def write_predictions(rep, model: str, protocol: str, df: pd.DataFrame, predicted: np.ndarray,
+                      support: np.ndarray | None = None) -> None:
     folder = rep / model / protocol
     folder.mkdir(parents=True)
     pd.DataFrame({"measurement_id": df["measurement_id"], "gpu": df["gpu"], "model": df["model_key"],
-                  "model_key": df["model_key"], "family": df["family"], "measured": df["target"],
-                  "predicted": predicted}).to_csv(folder / "predictions.csv", index=False)
+                  "model_key": df["model_key"], "family": df["family"], "runtime": df["compile_mode"],
+                  "measured": df["target"], "predicted": predicted,
+                  "setting_support": np.full(len(df), "seen") if support is None else support}).to_csv(
+        folder / "predictions.csv", index=False)
 
 
 def test_rank_keys_and_family_table(tmp_path):
@@ -76,3 +79,37 @@ def test_stale_predictions_are_named(tmp_path):
     with pytest.raises(SystemExit, match=r"dt/random/predictions.csv: 24 row\(s\) \(e.g. resnet50:1:A100-old\) are "
                                          r"not in the dataset: the reports are stale"):
         rankings(rep, table, configurations(tmp_path / "dataset.parquet"))
+
+
+def test_support_tables_split_each_group_by_what_training_knew_of_the_setting(tmp_path):
+    df = dataset(tmp_path / "dataset.parquet")
+    rep = tmp_path / "reports"
+    y = df["target"].to_numpy()
+    # the T4's rows were measured in a setup no training row has (40 % off), the V100's under another release only
+    # (20 % off); the rest 10 % off
+    t4, v100 = df["gpu"].eq("T4").to_numpy(), df["gpu"].eq("V100").to_numpy()
+    write_predictions(rep, "xgb", "leave_gpu_out", df, np.where(t4, y * 1.4, np.where(v100, y * 1.2, y * 1.1)),
+                      support=np.where(t4, "unseen", np.where(v100, "other_release", "seen")))
+    metrics = {"mape": 17.5, "test_rows": 24, "seen_setting_rows": 12.0, "seen_setting_mape": 10.0,
+               "other_release_setting_rows": 6.0, "other_release_setting_mape": 20.0, "unseen_setting_rows": 6.0,
+               "unseen_setting_mape": 40.0}
+    table = {"leave_gpu_out": {"xgb": metrics}}
+    out = support_tables(rep, table)
+    assert set(out["protocol"]) == {"leave_gpu_out"} and out["rows"].sum() == 24
+    t = out.set_index(["group", "setting"])
+    assert t.loc[("T4", "unseen"), ["rows", "mape"]].tolist() == [6, pytest.approx(40.0)]
+    assert t.loc[("V100", "other_release"), ["rows", "mape"]].tolist() == [6, pytest.approx(20.0)]
+    assert ("T4", "seen") not in t.index  # an empty level is left out, not scored 0
+    assert t.loc[("A100", "seen"), ["rows", "mape"]].tolist() == [6, pytest.approx(10.0)]
+    assert "| leave_gpu_out | xgb | 17.50 (24) | 10.00 (12) | 20.00 (6) | 40.00 (6) |" in support_markdown(table)
+
+
+def test_support_tables_name_predictions_without_the_setting_label(tmp_path):
+    df = dataset(tmp_path / "dataset.parquet")
+    rep = tmp_path / "reports"
+    write_predictions(rep, "dt", "leave_gpu_out", df, df["target"].to_numpy())
+    path = rep / "dt" / "leave_gpu_out" / "predictions.csv"
+    pd.read_csv(path).drop(columns="setting_support").to_csv(path, index=False)
+    with pytest.raises(SystemExit, match=r"dt/leave_gpu_out/predictions.csv: predictions lack column\(s\) "
+                                         r"\['setting_support'\]: the reports are stale"):
+        support_tables(rep, {"leave_gpu_out": {"dt": {}}})

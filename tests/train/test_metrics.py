@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from src.train.metrics import adjusted_r2, all_metrics, mape, median_ape, r2, within
+from src.train.metrics import adjusted_r2, all_metrics, mape, median_ape, r2, support_metrics, within
 
 
 def test_mape_and_median_by_hand():
@@ -49,3 +49,22 @@ def test_r2_log_accepts_a_one_millisecond_row():
     log_t, log_p = np.log(t), np.log(p)
     expected = 1 - np.sum((log_t - log_p) ** 2) / np.sum((log_t - log_t.mean()) ** 2)
     assert m["r2_log"] == pytest.approx(expected)
+
+
+
+def test_support_metrics_split_the_error_by_setting_support():
+    # seen rows: 10 % and 10 % off; other release: 30 % off; unseen: 20 % off
+    t, p = [100, 50, 20, 10], [110, 45, 26, 8]
+    m = support_metrics(t, p, ["seen", "seen", "other_release", "unseen"])
+    assert m == pytest.approx({"seen_setting_rows": 2.0, "seen_setting_mape": 10.0, "other_release_setting_rows": 1.0,
+                               "other_release_setting_mape": 30.0, "unseen_setting_rows": 1.0,
+                               "unseen_setting_mape": 20.0})
+    # pooled MAPE is the row-weighted mean of the levels
+    assert (10.0 * 2 + 30.0 + 20.0) / 4 == pytest.approx(mape(t, p))
+    every = support_metrics(t, p, ["seen"] * 4)
+    assert every["unseen_setting_rows"] == 0 and math.isnan(every["unseen_setting_mape"])
+    with pytest.raises(ValueError, match="support has 3 values, y_true 4"):
+        support_metrics(t, p, ["seen"] * 3)
+    with pytest.raises(ValueError, match=r"support labels \['True'\] are not among \['seen', 'other_release', "
+                                         r"'unseen'\]"):
+        support_metrics(t, p, ["seen", "seen", "seen", "True"])

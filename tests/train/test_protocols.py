@@ -15,6 +15,7 @@ from src.train.protocols import (
     outer_folds,
     random_row_split,
     random_split,
+    setting_support,
     twins_across,
 )
 from tests.train.tiny import write_tables
@@ -59,6 +60,31 @@ def test_no_protocol_but_random_rows_splits_a_configuration(tmp_path):
         folds, _ = outer_folds(df, protocol, c["split"], 42)
         for f in folds:
             assert twins_across(df, f.train, f.test) == 0, (protocol, f.name)
+
+
+def test_setting_support_labels_rows_whose_measurement_setup_only_the_held_out_gpu_has(tmp_path):
+    df, c = dataset(tmp_path)
+    # The RTX 3090's training steps ran under a release no other GPU has (as timm's PyTorch 1.10-2.1 rows do), and
+    # the V100's fp32 inference under a layout no other GPU has.
+    release = df["gpu"].eq("GeForce RTX 3090") & df["mode"].eq("training")
+    df.loc[release, "framework_version"] = "1.10.0"
+    layout = df["gpu"].eq("Tesla V100 PCIe 16 GB") & df["precision"].eq("fp32") & df["mode"].eq("inference")
+    df.loc[layout, "memory_layout"] = "nhwc"
+    # the tiny table's few `lambda` rows are all on the RTX 3090 too: a source no other GPU has
+    assert set(df.loc[df["source"].eq("lambda"), "gpu"]) == {"GeForce RTX 3090"}
+    expected = np.where(df["source"].eq("lambda") | layout, "unseen", np.where(release, "other_release", "seen"))
+    folds, _ = grouped_folds(df, "leave_gpu_out", c["split"], 42)
+    for f in folds:
+        support = setting_support(df, f.train, f.test)
+        assert support.shape == f.test.shape
+        assert support.tolist() == expected[f.test].tolist(), f.name
+    assert (expected == "other_release").sum() > 100 and (expected == "unseen").sum() > 50
+    # a row-level split leaves almost every setting on both sides
+    rows = random_row_split(df, 0.3, 42)
+    support = setting_support(df, rows.train, rows.test)
+    assert (support == "seen").mean() > 0.99
+    with pytest.raises(KeyError, match=r"setting columns \['source'\] missing"):
+        setting_support(df.drop(columns="source"), rows.train, rows.test)
 
 
 def test_leave_model_out_holds_each_architecture_out_once(tmp_path):

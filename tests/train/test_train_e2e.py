@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -49,6 +50,16 @@ def test_reports_written(store):
     split = json.loads((store["tmp"] / "reports" / "dt" / "leave_model_out" / "split.json").read_text())
     assert split["fingerprint"] == s["protocols"]["leave_model_out"]["split_fingerprint"]
     assert len(s["protocols"]["leave_gpu_out"]["per_group"]) == 4
+    # every held-out row has one support level, and the levels' MAPEs pool back to the protocol's
+    for r in s["protocols"].values():
+        levels = [(r[f"{lv}_setting_rows"], r[f"{lv}_setting_mape"]) for lv in ("seen", "other_release", "unseen")]
+        assert sum(n for n, _ in levels) == r["test_rows"]
+        assert sum(n * m for n, m in levels if n) / r["test_rows"] == pytest.approx(r["mape"])
+    # the tiny table measures every setting on every GPU but its few `lambda` rows (RTX 3090 only)
+    pred = pd.read_csv(store["tmp"] / "reports" / "dt" / "leave_gpu_out" / "predictions.csv")
+    lam = pred["measurement_id"].str.startswith("lambda:").to_numpy()
+    assert lam.any() and set(pred["setting_support"][lam]) == {"unseen"}
+    assert set(pred["setting_support"][~lam]) == {"seen"}
     path = store["tmp"] / "reports" / "dt" / "metrics.json"
     assert json.loads(path.read_text())["protocols"]["random"]["mape"] == pytest.approx(
         s["protocols"]["random"]["mape"])
