@@ -21,7 +21,7 @@ from src.features.dataset import DatasetError
 from src.features.engineer import input_columns
 from src.features.layer_physics import load_profile_index
 from src.features.ptx_lookup import load_ptx_index
-from src.features.served import log_pyfunc, request_columns
+from src.features.served import log_pyfunc, request_columns, training_settings
 from src.ingest.gpus import features_safe, nvidia_cuda_names
 from src.train.estimators import build_model
 
@@ -128,6 +128,7 @@ def served_metadata(c: dict, df: pd.DataFrame, ptx: list[str], model: str, train
     return {
         "training_ranges": training_ranges(trained, list(f["numeric_inputs"]) + list(f["gpu_features"])),
         "training_gpus": sorted(trained["gpu"].astype(str).unique().tolist()),
+        "training_settings": training_settings(trained),
         "numeric_inputs": list(f["numeric_inputs"]),
         "categorical_inputs": list(f["categorical_inputs"]),
         "open_categorical": list(f.get("open_categorical") or []),

@@ -12,6 +12,8 @@ from src.features.served import (
     RequestError,
     extrapolation_reasons,
     request_schema,
+    setting_reasons,
+    training_settings,
     validate_request,
     working_set_gb,
 )
@@ -116,6 +118,34 @@ def test_extrapolation_reasons_per_row():
                       "training rows of its kind: bare physics estimate x median training efficiency")
 
 
+def test_setting_reasons_flag_a_setup_or_named_release_no_training_row_had():
+    trained = pd.DataFrame({"framework": ["pytorch", "pytorch", "pytorch", "tensorflow"],
+                            "precision": ["amp_fp16", "amp_fp16", "fp32", "fp32"],
+                            "mode": ["inference", "inference", "training", "inference"],
+                            "memory_layout": ["nchw"] * 4, "compile_mode": ["eager", "eager", "eager", "xla"],
+                            "framework_version": ["2.4.0", "2.9.1", "unknown", "1.15"], "gpu": ["A"] * 4})
+    settings = training_settings(pd.concat([trained, trained]))  # duplicates collapse
+    assert len(settings) == 4 and settings[0] == ["pytorch", "amp_fp16", "inference", "nchw", "eager", "2.4.0"]
+    joined = {"framework": np.array(["pytorch", "pytorch", "pytorch", "pytorch", "tensorflow"], dtype=object),
+              "precision": np.array(["amp_fp16", "amp_fp16", "amp_fp16", "amp_fp16", "fp32"], dtype=object),
+              "mode": np.array(["inference", "inference", "inference", "training", "inference"], dtype=object),
+              "memory_layout": np.array(["nchw"] * 5, dtype=object),
+              "compile_mode": np.array(["eager", "eager", "eager", "eager", "xla"], dtype=object),
+              "framework_version": np.array(["2.9.1", "unknown", "2.11.0", "2.4.0", "1.15"], dtype=object),
+              "gpu": np.array(["A"] * 5, dtype=object)}
+    got = setting_reasons(joined, settings).tolist()
+    assert got == ["", "",  # a trained setting; a trained setup whose release the request does not name
+                   "framework_version '2.11.0' has no training rows in this setup (trained: ['2.4.0', '2.9.1'])",
+                   "no training row ran this setup (framework pytorch, precision amp_fp16, mode training, "
+                   "memory_layout nchw, compile_mode eager)", ""]
+    # and it is one of the reasons of the served answer (a model without the list flags nothing)
+    reasons = extrapolation_reasons(joined, {"training_gpus": ["A"], "training_settings": settings})
+    assert (reasons != "").tolist() == [False, False, True, True, False]
+    assert (extrapolation_reasons(joined, {"training_gpus": ["A"]}) == "").all()
+    with pytest.raises(KeyError, match=r"setting column\(s\) \['framework_version'\]"):
+        training_settings(trained.drop(columns="framework_version"))
+
+
 def test_request_schema_documents_every_field():
     schema = request_schema({**META, "input_columns": ["model_key"]})
     assert schema["batch_size"] == {"type": "integer", "required": True, "range": [1, 65536],
@@ -160,13 +190,16 @@ def test_serve_valid_then_malformed_then_valid(server):
 
 def test_serve_answers_any_gpu_and_marks_extrapolation(server):
     """A GPU nobody measured (the tiny table has four) is answered, flagged, with the reason; so is a batch size
-    beyond the training range, and a CNN without PTX counts (the default feature set looks them up by name, and
-    imputes an unnamed CNN's from its GMACs). In-range rows say so."""
+    beyond the training range, a CNN without PTX counts (the default feature set looks them up by name, and
+    imputes an unnamed CNN's from its GMACs) and a framework release no training row ran. In-range rows say so."""
     resnet = {**VALID, "model_key": "resnet50"}
     r = post(server, [resnet, {**resnet, "gpu": "H100 SXM5 80 GB"}, {**resnet, "batch_size": 4096}, VALID,
-                      {**resnet, "model_key": "my_new_cnn"}])
+                      {**resnet, "model_key": "my_new_cnn"}, {**resnet, "framework_version": "2.11.0"}])
     assert r.status_code == 200, r.text
-    known, h100, huge, unnamed, new = r.json()["predictions"]
+    known, h100, huge, unnamed, new, release = r.json()["predictions"]
+    # a framework release no training row ran in this setup (the tiny table ran PyTorch 2.4.0 only)
+    assert release["in_training_range"] is False and release["extrapolation"] == (
+        "framework_version '2.11.0' has no training rows in this setup (trained: ['2.4.0'])")
     assert known["in_training_range"] is True and known["extrapolation"] == ""
     assert h100["in_training_range"] is False and "GPU not in the training data" in h100["extrapolation"]
     assert "memory_bandwidth_gbs" in h100["extrapolation"]  # faster memory than any measured GPU
