@@ -52,11 +52,16 @@ def request_frame(cnn: CnnFeatures, gpus: pd.DataFrame, batch_sizes: list[int], 
     return pd.DataFrame(rows)
 
 
-def predict_latency(model: LoadedModel, request: pd.DataFrame, gpus: pd.DataFrame) -> np.ndarray:
-    """Latency (target unit) through the pyfunc's own validation + Pipeline, with any GPUs' spec rows."""
+def predict_answers(model: LoadedModel, request: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
+    """The served answer (latency in the target unit, `in_training_range`, `extrapolation`, memory columns) through
+    the pyfunc's own validation + Pipeline, with any GPUs' spec rows: the same path as `mlflow models serve`."""
     table = gpus[["gpu"] + list(model.meta["gpu_features"])]
-    out = predict_frame(model.pipeline, table, model.meta, request)
-    return out[model.meta["output"]].to_numpy(dtype=float)
+    return predict_frame(model.pipeline, table, model.meta, request)
+
+
+def predict_latency(model: LoadedModel, request: pd.DataFrame, gpus: pd.DataFrame) -> np.ndarray:
+    """Latency (target unit) of `predict_answers`."""
+    return predict_answers(model, request, gpus)[model.meta["output"]].to_numpy(dtype=float)
 
 
 def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_sizes: list[int],
@@ -74,7 +79,8 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
     t0 = time.perf_counter()
     req = request_frame(cnn, gpus, batch_sizes, precision, mode, layout, compile_mode, framework,
                         framework_version, family)
-    lat = predict_latency(model, req, gpus)
+    answers = predict_answers(model, req, gpus)
+    lat = answers[model.meta["output"]].to_numpy(dtype=float)
     t_pred = time.perf_counter() - t0
 
     joined = req.merge(gpus, on="gpu", how="left")
@@ -86,10 +92,15 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
         "bound": np.where(roof["t_compute_ms"] >= roof["t_memory_ms"], "compute", "memory"),
     })
     out["roofline_fraction"] = out["roofline_ms"] / out["latency_ms"]
+    # why an answer lies outside what the model was trained on (a GPU known only by its specs, a value beyond the
+    # training range, a setup or release no training row ran), as the served model says it
+    out["in_training_range"] = answers["in_training_range"].to_numpy(dtype=bool)
+    out["extrapolation"] = answers["extrapolation"].to_numpy(dtype=object)
     cal = model.conformal
     notes: list[str] = []
-    train_gpus = set(cal.get("train_gpus", [])) if cal else set()
-    out["gpu_in_training"] = out["gpu"].isin(train_gpus) if cal else np.nan
+    # the calibration's training GPUs (they pick the interval), else the served model's own list
+    train_gpus = set(cal.get("train_gpus", [])) if cal else set(model.meta.get("training_gpus") or [])
+    out["gpu_in_training"] = out["gpu"].isin(train_gpus) if train_gpus else np.nan
     if cnn_seen is None:
         keys = {k.lower() for k in (cal.get("train_model_keys", []) if cal else [])}
         cnn_seen = cnn.name.lower().replace("-", "_") in keys
@@ -106,6 +117,9 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
                      "`python -m src.predict calibrate --model-uri <uri>` once")
         for c in ("interval_kind", "latency_lo_ms", "latency_hi_ms", "throughput_lo_per_s", "throughput_hi_per_s"):
             out[c] = np.nan
+    if not out["in_training_range"].all():
+        notes.append(f"{int((~out['in_training_range']).sum())} of {len(out)} answers lie outside what the model was "
+                     "trained on; the CSV's `extrapolation` column says why for each")
     out["interval_level"] = level
     out["runtime"], out["precision"] = compile_mode, precision  # the CSV names the deployment it ranks for
     out = out.merge(gpus[["gpu"] + [c for c in SPEC_COLUMNS if c in gpus.columns]], on="gpu", how="left")
@@ -113,7 +127,8 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
     out = out.sort_values(["batch_size", "rank"]).reset_index(drop=True)
     first = ["batch_size", "rank", "gpu", "latency_ms", "latency_lo_ms", "latency_hi_ms", "throughput_per_s",
              "throughput_lo_per_s", "throughput_hi_per_s", "roofline_ms", "bound", "roofline_fraction",
-             "gpu_in_training", "interval_kind", "interval_level", "runtime", "precision"]
+             "gpu_in_training", "in_training_range", "extrapolation", "interval_kind", "interval_level", "runtime",
+             "precision"]
     out = out[first + [c for c in out.columns if c not in first]]
     n = len(gpus)
     timings = {"predict_seconds": t_pred, "n_gpus": n, "n_rows": len(req),

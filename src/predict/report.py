@@ -45,7 +45,7 @@ def plot_ranking(table: pd.DataFrame, title: str, path: Path, top: int = 40) -> 
 
 def console_table(table: pd.DataFrame, top: int | None = None) -> str:
     cols = ["batch_size", "rank", "gpu", "latency_ms", "latency_lo_ms", "latency_hi_ms", "throughput_per_s",
-            "roofline_ms", "bound", "gpu_in_training", "interval_kind"]
+            "roofline_ms", "bound", "gpu_in_training", "in_training_range", "interval_kind"]
     t = table[cols] if top is None else table.groupby("batch_size").head(top)[cols]
     return t.to_string(index=False, float_format=lambda v: f"{v:.4g}")
 

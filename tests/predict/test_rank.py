@@ -44,8 +44,32 @@ def test_rank_many_unseen_gpus(calibrated):
     assert (~t["gpu_in_training"]).sum() >= 20  # most GPUs are known to the model only by their specs
     unseen = t[~t["gpu_in_training"]]
     assert set(unseen["interval_kind"]) == {"gpu_cnn"} and set(t[t["gpu_in_training"]]["interval_kind"]) == {"cnn"}
+    # the served model's own verdict: a GPU it was not trained on (its list; the calibration's training part, which
+    # picks the intervals, holds fewer) is an extrapolation, with the reason
+    untrained = ~t["gpu"].isin(model.meta["training_gpus"])
+    assert untrained.sum() >= 20 and not t.loc[untrained, "in_training_range"].any()
+    assert t.loc[untrained, "extrapolation"].str.contains("GPU not in the training data").all()
+    assert t.loc[~untrained, "in_training_range"].any()
+    assert (t["in_training_range"] == (t["extrapolation"] == "")).all()
     assert set(t["bound"]) <= {"compute", "memory"} and (t["roofline_ms"] > 0).all()
     assert res.timings["n_gpus"] == len(sel.features) and res.timings["predict_seconds"] > 0
+
+
+def test_rank_says_when_the_named_release_was_never_trained(calibrated):
+    """The same answer a served request gets: a framework release no training row ran in this setup is flagged on
+    every GPU, with the releases the model did train on."""
+    model = load(calibrated["uri"], calibrated["conformal"])
+    sel = select_gpus(["GeForce RTX 3090", "GeForce RTX 4090"], model.meta["gpu_features"])
+    cnn = from_explicit("densenet121", 7.98, 2.87, 6.9, 224)
+    res = rank(model, cnn, sel, [32], precision="amp_fp16", framework_version="9.9.9", cnn_seen=False)
+    t = res.table
+    assert not t["in_training_range"].any()
+    assert t["extrapolation"].str.contains("framework_version '9.9.9' has no training rows in this setup (trained: [",
+                                           regex=False).all()
+    assert any("answers lie outside what the model was trained on" in n for n in res.notes)
+    plain = rank(model, cnn, sel, [32], precision="amp_fp16", cnn_seen=False).table
+    assert plain["in_training_range"].all() and (plain["extrapolation"] == "").all()
+    assert np.allclose(plain["latency_ms"], rank(model, cnn, sel, [32], precision="amp_fp16").table["latency_ms"])
 
 
 def test_cli_rank_writes_csv_and_plot(calibrated, tmp_path, capsys):
