@@ -49,3 +49,32 @@ def test_h200_cuda_graph_pairs_ingest_as_a_runtime():
     # batch 1 eager is host-bound: the replay drops the per-operator dispatch, never the GPU work
     speedup = pairs["eager"] / pairs["cuda_graphs"]
     assert speedup.min() > 1.2 and 5 < speedup.median() < 9
+
+
+def test_h100_rows_pair_with_the_h200_rows_of_the_same_configurations():
+    """The committed 2026-11-27 H100 run repeats the H200 runs' configurations on a GPU with the same SMs and
+    clocks but 0.70x the memory bandwidth: every row ingests as H100 SXM5 80 GB, and the same CNN is never
+    faster on the H100 at batch 256, nor more than the bandwidth ratio slower, outside the launch-bound few."""
+    import glob
+
+    import pandas as pd
+
+    def ingest(pattern: str) -> pd.DataFrame:
+        frames = []
+        for path in sorted(glob.glob(pattern)):
+            result = own.parse_file(path, path)
+            frame, quarantine = validate(result.rows)
+            assert not quarantine and len(frame) == result.n_read
+            frames.append(frame)
+        return pd.concat(frames)
+
+    h100 = ingest("data/own/h100_20261127_*.csv")
+    assert set(h100["gpu"]) == {"H100 SXM5 80 GB"} and len(h100) == 240
+    assert h100.groupby(["precision", "batch_size", "compile_mode"]).size().to_dict() == {
+        ("amp_fp16", 256, "eager"): 141, ("fp32", 1, "cuda_graphs"): 49, ("fp32", 1, "eager"): 50}
+    h200 = ingest("data/own/h200_20261126_infer_amp_fp16_bs256_*.csv")
+    keys = ["model_source", "model_key"]
+    pairs = h100[h100["batch_size"] == 256].merge(h200, on=keys, suffixes=("_h100", "_h200"))
+    assert len(pairs) == 141
+    ratio = pairs["latency_ms_h100"] / pairs["latency_ms_h200"]
+    assert ratio.min() > 1.0 and 1.05 < ratio.median() < 1.15 and (ratio < 1.43).mean() > 0.95
