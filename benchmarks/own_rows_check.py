@@ -14,6 +14,7 @@ Writes reports/bench/own_rows_<tag>.json (+ .csv) and logs an MLflow run `benchm
 Usage:
   python benchmarks/own_rows_check.py --registered --tag before
   python benchmarks/own_rows_check.py --pipeline --tag after
+  python benchmarks/own_rows_check.py --registered --gpus "H100 SXM5 80 GB" --tag h100_before
 """
 
 from __future__ import annotations
@@ -55,9 +56,16 @@ def breakdown(frame: pd.DataFrame, column: str) -> dict:
     }
 
 
-def own_rows(source: str) -> pd.DataFrame:
+def own_rows(source: str, gpus: list[str] | None = None) -> pd.DataFrame:
     data = pd.read_parquet(ROOT / "data" / "processed" / "dataset.parquet")
-    rows = data[data["source"] == source].reset_index(drop=True).rename(columns={"target": "latency_ms"})
+    keep = data["source"] == source
+    if gpus:
+        unknown = sorted(set(gpus) - set(data.loc[keep, "gpu"]))
+        if unknown:
+            raise SystemExit(f"--gpus {unknown} have no rows of source {source!r}; "
+                             f"it has: {sorted(data.loc[keep, 'gpu'].unique())}")
+        keep &= data["gpu"].isin(gpus)
+    rows = data[keep].reset_index(drop=True).rename(columns={"target": "latency_ms"})
     if rows.empty:
         raise SystemExit(f"no rows of source {source!r} in data/processed/dataset.parquet: run `dvc repro features`")
     return rows
@@ -125,10 +133,11 @@ def main() -> int:
     mode.add_argument("--pipeline", action="store_true", help="read the train stage's held-out predictions")
     parser.add_argument("--models", default="models:/cnnperf-best@champion,models:/cnnperf-dt@champion")
     parser.add_argument("--source", default="own")
+    parser.add_argument("--gpus", default="", help="only these GPUs' rows (comma-separated canonical names)")
     parser.add_argument("--tag", required=True)
     parser.add_argument("--tracking-uri", default=f"sqlite:///{ROOT / 'mlflow.db'}")
     args = parser.parse_args()
-    rows = own_rows(args.source)
+    rows = own_rows(args.source, [g for g in args.gpus.split(",") if g])
     if args.registered:
         results, table = registered(rows, args.models.split(","), args.tracking_uri)
     else:
