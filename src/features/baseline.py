@@ -38,6 +38,30 @@ def _kinds(column: str, values: Any) -> np.ndarray:
     return arr
 
 
+def seen_kinds(X: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Per column of UNSEEN_COLUMNS that X has, the kinds its rows hold (what a fitted model remembers)."""
+    return {c: sorted(set(_kinds(c, X[c]).tolist())) for c in UNSEEN_COLUMNS if c in X}
+
+
+def unseen_masks(X: Mapping[str, Any], seen: Mapping[str, list[str]]) -> dict[str, np.ndarray]:
+    """Per column, the rows of X whose kind is not in `seen` (columns with no such row are left out)."""
+    out = {}
+    for col, kinds in seen.items():
+        if col in X:
+            mask = ~np.isin(_kinds(col, X[col]), np.array(kinds, dtype=object))
+            if mask.any():
+                out[col] = mask
+    return out
+
+
+def fallback_rows(train: Mapping[str, Any], test: Mapping[str, Any]) -> np.ndarray:
+    """Rows of `test` that a model fitted on `train` with `unseen_fallback` answers by the fallback (bare estimate
+    x median training efficiency), whatever its learner: their runtime or precision class is absent from `train`."""
+    masks = unseen_masks(test, seen_kinds(train))
+    n = len(next(iter(test.values()))) if isinstance(test, Mapping) else len(test)
+    return np.logical_or.reduce(list(masks.values())) if masks else np.zeros(n, dtype=bool)
+
+
 def perf_step(pipeline: Pipeline):
     """The PerfFeatures step inside a model Pipeline (features -> perf)."""
     return pipeline.named_steps["features"].named_steps["perf"]
@@ -80,7 +104,7 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         self.regressor_ = pipe
         self.n_features_in_ = X.shape[1]
         self.median_log_efficiency_ = float(np.median(log_eff))
-        self.seen_kinds_ = {c: sorted(set(_kinds(c, X[c]).tolist())) for c in UNSEEN_COLUMNS if c in X.columns}
+        self.seen_kinds_ = seen_kinds(X)
         return self
 
     def unseen(self, X: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -88,13 +112,7 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         off or the model predates it)."""
         if not getattr(self, "unseen_fallback", False) or not hasattr(self, "seen_kinds_"):
             return {}
-        out = {}
-        for col, seen in self.seen_kinds_.items():
-            if col in X:
-                mask = ~np.isin(_kinds(col, X[col]), np.array(seen, dtype=object))
-                if mask.any():
-                    out[col] = mask
-        return out
+        return unseen_masks(X, self.seen_kinds_)
 
     def correction(self, X: Mapping[str, Any], learned: np.ndarray) -> np.ndarray:
         """The learned log-efficiency, with rows of an unseen kind set to the median training efficiency."""

@@ -5,7 +5,9 @@ Protocol, in short (details in docs/training.md):
   configuration, so rows that differ only by framework release or repeated run never straddle a split;
 - every fold gets the same Optuna budget: a seeded study of the model's `n_trials` trials (the first is the
   hand-set `warm_start`), cross-validated on at most `sweep.tune_max_rows` rows of the fold's training part,
-  grouped by the protocol's unit (configuration, CNN, GPU or family);
+  grouped by the protocol's unit (configuration, CNN, GPU or family); except a fold whose every held-out row the
+  efficiency target's `unseen_fallback` answers (leave_runtime_out: no training row ran that runtime), where no
+  parameter can change a held-out prediction: it fits the warm start alone (one trial);
 - the selected parameters (`model.selection`: the best CV MAPE, or CART's one-standard-error rule) are refitted
   on the fold's whole training part and scored once on its held-out part;
 - the `random` protocol also scores the chosen parameters by a selection CV (`selection_cv_mape`): the same
@@ -34,6 +36,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from tqdm.auto import tqdm
 
 from src.config import REPO_ROOT
+from src.features.baseline import fallback_rows
 from src.features.dataset import DatasetError
 from src.features.engineer import input_columns
 from src.tracking import file_md5, git_commit, outer_run_active, setup, slug, write_run_log
@@ -176,12 +179,13 @@ class Trainer:
         """Tune on the fold's training part only (grouped CV), refit, predict its held-out part; trial runs nest
         under `parent_run` (default: the active run; a fold run in a worker thread names its own)."""
         b = self.budget()
+        n_trials = 1 if warm and self.fallback_only(fold) else b["n_trials"]
         tune_idx = sub(fold.train, b["tune_max_rows"], self.seed)
         splits = cv_splits(len(tune_idx), None if labels is None else labels[tune_idx], b["cv_folds"], self.seed)
         study = create_study(self.study_name(protocol, fold.name), self.c["sweep"]["storage"], self.seed)
         t0 = time.perf_counter()
         tune(study, self.c["model"]["search_space"], self.make_model, self.X.iloc[tune_idx], self.y[tune_idx],
-             splits, b["n_trials"], log_trials, run_prefix, enqueue=warm,
+             splits, n_trials, log_trials, run_prefix, enqueue=warm,
              progress=self.progress and protocol == "random", parent_run=parent_run)
         t_tune = time.perf_counter() - t0
         chosen = select_trial(study, self.c["model"].get("selection"), self.c["model"]["search_space"])
@@ -193,7 +197,14 @@ class Trainer:
         pred = model.predict(self.X.iloc[fold.test])
         t_pred = time.perf_counter() - t0
         timing = {"tune": t_tune, "fit": t_fit, "predict": t_pred}
-        return study, chosen, model, pred, timing
+        return study, chosen, model, pred, timing, n_trials
+
+    def fallback_only(self, fold) -> bool:
+        """Whether the model's fallback answers every held-out row of `fold` (so tuning cannot change them)."""
+        t = self.c["target"]
+        if not (t.get("unseen_fallback") and t.get("baseline") == "physics"):
+            return False
+        return bool(fallback_rows(self.X.iloc[fold.train], self.X.iloc[fold.test]).all())
 
     def selection_splits(self, fold, labels: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
         """Folds over every row of the fold's training part (positions into `fold.train`), grouped like the
@@ -223,7 +234,7 @@ class Trainer:
         status = "FAILED"
         try:
             prefix = f"{self.name}/{protocol}" + ("" if single else f"/{fold.name}")
-            study, chosen, model, pred, t = self.fit_fold(protocol, fold, labels, warm, log_trials, prefix,
+            study, chosen, model, pred, t, n_trials = self.fit_fold(protocol, fold, labels, warm, log_trials, prefix,
                                                           parent_run=fold_run or protocol_run)
             best = dict(chosen.params)
             n_feat = len(feature_names(model))
@@ -240,7 +251,7 @@ class Trainer:
             perm_rows = max(200, int(s["perm_max_rows"]) // max(1, n_folds))
             perm = permutation(model, self.X.iloc[fold.test], self.y[fold.test], self.cols, perm_rows,
                                int(s["perm_repeats"]), self.seed)
-            row = {**m, "rows": int(len(fold.test)), "held_out": fold.held_out[:50],
+            row = {**m, "rows": int(len(fold.test)), "tuning_trials": n_trials, "held_out": fold.held_out[:50],
                    "held_out_groups": len(fold.held_out), "twins_across": twins_across(self.df, fold.train, fold.test)}
             p = self.pred_frame(fold.test, pred)
             p["fold"] = fold.name

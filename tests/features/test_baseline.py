@@ -82,3 +82,13 @@ def test_a_cnn_without_ptx_counts_is_trained_and_served_with_imputed_counts(tmp_
     want = np.log1p(fma * df.loc[vgg, "gmacs"] * df.loc[vgg, "batch_size"]).to_numpy()
     np.testing.assert_allclose(feats.loc[vgg, "log1p_ptx_class_fma"].to_numpy(), want, rtol=1e-12)
     assert np.isfinite(model.predict(df[cols])).all()
+
+
+def test_fallback_rows_are_the_rows_the_fitted_model_falls_back_on(fitted):
+    from src.features.baseline import fallback_rows
+
+    _, df, cols, model, X = fitted
+    rows = fallback_rows(df[cols], X)
+    assert list(rows) == [False, True, False, True]
+    assert list(rows) == list(np.logical_or.reduce(list(model.unseen(X).values())))
+    assert not fallback_rows(df[cols], df[cols]).any()

@@ -37,7 +37,7 @@ def run_fold(base, ov: list[str], model: str, threads: int) -> dict:
         tr = Trainer(c)
         fold = outer_folds(tr.df, "random", c["split"], tr.seed)[0][0]
         warm = dict(c["model"].get("warm_start") or {}) or None
-        study, chosen, _, pred, _ = tr.fit_fold("random", fold, group_labels(tr.df, "random"), warm, False, model)
+        study, chosen, _, pred, _, _ = tr.fit_fold("random", fold, group_labels(tr.df, "random"), warm, False, model)
     return {"trials": [t.value for t in study.trials], "best": chosen.params, "pred": np.asarray(pred),
             "metrics": all_metrics(tr.y[fold.test], pred, 1)}
 

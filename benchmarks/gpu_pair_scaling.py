@@ -1,0 +1,135 @@
+"""Does the physics estimate scale from one GPU to another as the measurements do?
+
+The efficiency target (measured / physics estimate) carries a prediction to a GPU the learner never saw only as
+far as the estimate's GPU-to-GPU ratio is right. This benchmark checks that ratio directly, without any learner:
+for every pair of GPUs that ran identical configurations (same source, CNN, input size, batch, precision, mode,
+layout, runtime and framework release), the median measured latency ratio A / B against the median ratio of
+the physics estimates, per (pair, source, precision, runtime) group of at least `--min-rows` configurations.
+`log_error` = log(physics ratio / measured ratio): > 0 means the estimate expects B to gain more over A than
+it does.
+
+Writes reports/bench/gpu_pair_scaling.json (+ .csv, + .png: measured vs estimated ratio per group) and logs an
+MLflow run `benchmark/gpu_pair_scaling` (experiment cnnperf-bench).
+
+    python benchmarks/gpu_pair_scaling.py [--min-rows 20] [--override physics.kernel_floor_us=3 ...] [--no-mlflow]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from omegaconf import OmegaConf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from src.config import REPO_ROOT, compose  # noqa: E402
+from src.features.baseline import perf_step  # noqa: E402
+from src.features.engineer import input_columns  # noqa: E402
+from src.tracking import record_benchmark  # noqa: E402
+from src.train.fit import make_model, ptx_columns  # noqa: E402
+
+# What makes two rows "the same configuration on another GPU".
+CONFIG = ["source", "model_key", "img_size", "batch_size", "precision", "mode", "memory_layout", "compile_mode",
+          "framework", "framework_version"]
+GROUP = ["source", "precision", "compile_mode"]
+
+
+def physics_estimates(overrides: list[str]) -> pd.DataFrame:
+    """The dataset's rows with the physics estimate (ms) of the default feature set's Pipeline."""
+    c = OmegaConf.to_container(compose(["features=physics_ptx", "target=efficiency", *overrides]), resolve=True)
+    df = pd.read_parquet(REPO_ROOT / c["data"]["dataset"])
+    ptx = ptx_columns(c, df)
+    cols = input_columns(c["features"], ptx)
+    perf = perf_step(make_model(c, None, ptx).regressor)
+    perf.fit(df[cols])
+    df["t_physics_ms"] = perf.physics_frame(df[cols])["t_physics_ms"].to_numpy()
+    return df
+
+
+def pair_groups(df: pd.DataFrame, min_rows: int) -> pd.DataFrame:
+    """One row per (GPU pair, source, precision, runtime) with >= min_rows identical configurations: measured and
+    estimated median ratios A / B (A = the slower GPU by measurement)."""
+    out = []
+    keyed = df[[*CONFIG, "gpu", "target", "t_physics_ms"]]
+    for keys, part in keyed.groupby(GROUP, sort=True):
+        gpus = part["gpu"].value_counts()
+        gpus = sorted(gpus[gpus >= min_rows].index)
+        for a, b in itertools.combinations(gpus, 2):
+            m = part[part["gpu"] == a].merge(part[part["gpu"] == b], on=CONFIG, suffixes=("_a", "_b"))
+            if len(m) < min_rows:
+                continue
+            measured = float(np.median(m["target_a"] / m["target_b"]))
+            estimated = float(np.median(m["t_physics_ms_a"] / m["t_physics_ms_b"]))
+            if measured < 1.0:  # name the slower GPU first
+                a, b, measured, estimated = b, a, 1.0 / measured, 1.0 / estimated
+            out.append({**dict(zip(GROUP, keys, strict=True)), "gpu_a": a, "gpu_b": b, "rows": len(m),
+                        "measured_ratio": measured, "estimated_ratio": estimated,
+                        "log_error": float(np.log(estimated / measured))})
+    return pd.DataFrame(out)
+
+
+def plot(groups: pd.DataFrame, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 6))
+    hopper = groups["gpu_a"].str.startswith(("H100", "H200")) & groups["gpu_b"].str.startswith(("H100", "H200"))
+    for mask, label, color in ((~hopper, "other pairs", "tab:blue"), (hopper, "H100 / H200", "tab:red")):
+        g = groups[mask]
+        ax.scatter(g["measured_ratio"], g["estimated_ratio"], s=8 + 2 * np.sqrt(g["rows"]), alpha=0.6,
+                   color=color, label=label)
+    hi = float(max(groups["measured_ratio"].max(), groups["estimated_ratio"].max()) * 1.1)
+    ax.plot([1, hi], [1, hi], "k--", lw=1)
+    ax.set(xscale="log", yscale="log", xlabel="measured latency ratio (slower / faster GPU)",
+           ylabel="physics estimate's ratio", title="GPU-to-GPU scaling: identical configurations")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--min-rows", type=int, default=20)
+    ap.add_argument("--override", nargs="*", default=[], help="Hydra overrides of the physics/feature configs")
+    ap.add_argument("--no-mlflow", action="store_true")
+    ap.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench" / "gpu_pair_scaling.json"))
+    args = ap.parse_args()
+    df = physics_estimates(args.override)
+    groups = pair_groups(df, args.min_rows)
+    if groups.empty:
+        raise SystemExit(f"no GPU pair ran >= {args.min_rows} identical configurations")
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    groups.to_csv(out_path.with_suffix(".csv"), index=False)
+    png = plot(groups, out_path.with_suffix(".png"))
+    abs_err = groups["log_error"].abs()
+    weights = groups["rows"]
+    summary = {"groups": int(len(groups)), "pairs": int(groups[["gpu_a", "gpu_b"]].drop_duplicates().shape[0]),
+               "rows": int(weights.sum()),
+               "median_abs_log_error": float(abs_err.median()),
+               "row_weighted_abs_log_error": float(np.average(abs_err, weights=weights)),
+               "within_10pct_share": float((abs_err <= np.log(1.1)).mean()),
+               "overestimated_gain_share": float((groups["log_error"] > np.log(1.1)).mean()),
+               "underestimated_gain_share": float((groups["log_error"] < -np.log(1.1)).mean())}
+    print(groups.sort_values("log_error").to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print({k: round(v, 3) if isinstance(v, float) else v for k, v in summary.items()})
+    c = OmegaConf.to_container(compose(["features=physics_ptx", "target=efficiency", *args.override]), resolve=True)
+    record_benchmark({"summary": summary, "overrides": args.override, "min_rows": args.min_rows,
+                      "groups": groups.to_dict(orient="records")}, out_path,
+                     None if args.no_mlflow else c["mlflow"], "benchmark/gpu_pair_scaling",
+                     {"overrides": " ".join(args.override)}, summary, artifacts=[png, out_path.with_suffix(".csv")])
+    print(f"-> {out_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

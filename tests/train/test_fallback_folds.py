@@ -1,0 +1,62 @@
+"""A fold whose every held-out row the efficiency target's fallback answers fits the warm start alone (tiny table).
+
+Why: with `target.unseen_fallback`, a held-out row whose runtime (or precision class) no training row ran gets the
+bare physics estimate x the median training efficiency, whatever the learner's parameters; tuning such a fold
+(every leave_runtime_out fold) changes no held-out prediction and cost ~150 s of the main job.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from src.config import compose
+from src.train.protocols import Fold, group_labels
+from src.train.run import Trainer
+from tests.train.tiny import overrides
+
+
+@pytest.fixture(scope="module")
+def trainer(tmp_path_factory):
+    ov = overrides(tmp_path_factory.mktemp("fallback_folds"), n_trials=3, protocols="[random]")
+    tr = Trainer(OmegaConf.to_container(compose([*ov, "model=dt"]), resolve=True))
+    assert tr.c["target"]["unseen_fallback"] and set(tr.df["compile_mode"]) == {"eager"}
+    # the tiny table is eager only: call one GPU's rows a torch.compile run, so another runtime exists
+    compiled = (tr.df["gpu"] == tr.df["gpu"].iloc[0]).to_numpy()
+    tr.df.loc[compiled, "compile_mode"] = "torch_compile"
+    tr.X = tr.df[tr.cols]
+    return tr, compiled
+
+
+def fit(tr, train: np.ndarray, test: np.ndarray, name: str):
+    warm = dict(tr.c["model"]["warm_start"])
+    fold = Fold(name, np.flatnonzero(train), np.flatnonzero(test), [])
+    return tr.fit_fold("leave_runtime_out", fold, group_labels(tr.df, "random"), warm, False, name)
+
+
+def test_a_fold_the_fallback_answers_entirely_is_not_tuned(trainer):
+    tr, compiled = trainer
+    study, chosen, model, pred, _, n_trials = fit(tr, ~compiled, compiled, "runtime_unseen")
+    assert n_trials == 1 and len(study.trials) == 1
+    assert chosen.params == tr.c["model"]["warm_start"]
+    # and its held-out predictions are the fallback's: the bare estimate x the median training efficiency
+    X = tr.X.iloc[np.flatnonzero(compiled)]
+    np.testing.assert_allclose(pred, np.exp(model.median_log_efficiency_) * model.baseline_ms(X), rtol=1e-12)
+
+
+def test_a_fold_with_one_row_the_learner_answers_gets_the_full_budget(trainer):
+    tr, compiled = trainer
+    test = compiled.copy()
+    test[np.flatnonzero(~compiled)[0]] = True  # one eager row held out beside the compiled ones
+    study, _, _, _, _, n_trials = fit(tr, ~test, test, "runtime_mixed")
+    assert n_trials == tr.budget()["n_trials"] == 3 and len(study.trials) == 3
+
+
+def test_without_the_fallback_every_fold_is_tuned(trainer):
+    tr, compiled = trainer
+    tr.c["target"]["unseen_fallback"] = False
+    try:
+        assert not tr.fallback_only(Fold("x", np.flatnonzero(~compiled), np.flatnonzero(compiled), []))
+    finally:
+        tr.c["target"]["unseen_fallback"] = True
