@@ -100,7 +100,7 @@ def pipeline(rows: pd.DataFrame, source: str) -> tuple[dict, pd.DataFrame]:
     meta = rows.set_index("measurement_id")[["mode", "precision", "batch_size", "latency_ms"]]
     frames = []
     for protocol, model, pred in held_out_predictions(PROTOCOLS, MODELS):
-        pred = pred[pred["measurement_id"].str.startswith(f"{source}:")].join(meta, on="measurement_id")
+        pred = pred[pred["measurement_id"].isin(meta.index)].join(meta, on="measurement_id")
         if pred.empty:
             continue
         pred["ape_x"] = ape(pred["measured"].to_numpy(), pred["predicted"].to_numpy())
