@@ -6,7 +6,7 @@ for every pair of GPUs that ran identical configurations (same source, CNN, inpu
 layout, runtime and framework release), the median measured latency ratio A / B against the median ratio of
 the physics estimates, per (pair, source, precision, runtime) group of at least `--min-rows` configurations.
 `log_error` = log(physics ratio / measured ratio): > 0 means the estimate expects B to gain more over A than
-it does.
+it does. The pairing and the summary are `src/evaluate/scaling.py` (tested in tests/evaluate/test_scaling.py).
 
 Writes reports/bench/gpu_pair_scaling.json (+ .csv, + .png: measured vs estimated ratio per group) and logs an
 MLflow run `benchmark/gpu_pair_scaling` (experiment cnnperf-bench).
@@ -17,7 +17,6 @@ MLflow run `benchmark/gpu_pair_scaling` (experiment cnnperf-bench).
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 from pathlib import Path
 
@@ -28,15 +27,11 @@ from omegaconf import OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from src.config import REPO_ROOT, compose  # noqa: E402
+from src.evaluate.scaling import pair_groups, scaling_summary  # noqa: E402
 from src.features.baseline import perf_step  # noqa: E402
 from src.features.engineer import input_columns  # noqa: E402
 from src.tracking import record_benchmark  # noqa: E402
 from src.train.fit import make_model, ptx_columns  # noqa: E402
-
-# What makes two rows "the same configuration on another GPU".
-CONFIG = ["source", "model_key", "img_size", "batch_size", "precision", "mode", "memory_layout", "compile_mode",
-          "framework", "framework_version"]
-GROUP = ["source", "precision", "compile_mode"]
 
 
 def physics_estimates(overrides: list[str]) -> pd.DataFrame:
@@ -49,28 +44,6 @@ def physics_estimates(overrides: list[str]) -> pd.DataFrame:
     perf.fit(df[cols])
     df["t_physics_ms"] = perf.physics_frame(df[cols])["t_physics_ms"].to_numpy()
     return df
-
-
-def pair_groups(df: pd.DataFrame, min_rows: int) -> pd.DataFrame:
-    """One row per (GPU pair, source, precision, runtime) with >= min_rows identical configurations: measured and
-    estimated median ratios A / B (A = the slower GPU by measurement)."""
-    out = []
-    keyed = df[[*CONFIG, "gpu", "target", "t_physics_ms"]]
-    for keys, part in keyed.groupby(GROUP, sort=True):
-        gpus = part["gpu"].value_counts()
-        gpus = sorted(gpus[gpus >= min_rows].index)
-        for a, b in itertools.combinations(gpus, 2):
-            m = part[part["gpu"] == a].merge(part[part["gpu"] == b], on=CONFIG, suffixes=("_a", "_b"))
-            if len(m) < min_rows:
-                continue
-            measured = float(np.median(m["target_a"] / m["target_b"]))
-            estimated = float(np.median(m["t_physics_ms_a"] / m["t_physics_ms_b"]))
-            if measured < 1.0:  # name the slower GPU first
-                a, b, measured, estimated = b, a, 1.0 / measured, 1.0 / estimated
-            out.append({**dict(zip(GROUP, keys, strict=True)), "gpu_a": a, "gpu_b": b, "rows": len(m),
-                        "measured_ratio": measured, "estimated_ratio": estimated,
-                        "log_error": float(np.log(estimated / measured))})
-    return pd.DataFrame(out)
 
 
 def plot(groups: pd.DataFrame, path: Path) -> Path:
@@ -104,22 +77,14 @@ def main() -> int:
     ap.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench" / "gpu_pair_scaling.json"))
     args = ap.parse_args()
     df = physics_estimates(args.override)
-    groups = pair_groups(df, args.min_rows)
+    groups = pair_groups(df, min_rows=args.min_rows)
     if groups.empty:
         raise SystemExit(f"no GPU pair ran >= {args.min_rows} identical configurations")
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     groups.to_csv(out_path.with_suffix(".csv"), index=False)
     png = plot(groups, out_path.with_suffix(".png"))
-    abs_err = groups["log_error"].abs()
-    weights = groups["rows"]
-    summary = {"groups": int(len(groups)), "pairs": int(groups[["gpu_a", "gpu_b"]].drop_duplicates().shape[0]),
-               "rows": int(weights.sum()),
-               "median_abs_log_error": float(abs_err.median()),
-               "row_weighted_abs_log_error": float(np.average(abs_err, weights=weights)),
-               "within_10pct_share": float((abs_err <= np.log(1.1)).mean()),
-               "overestimated_gain_share": float((groups["log_error"] > np.log(1.1)).mean()),
-               "underestimated_gain_share": float((groups["log_error"] < -np.log(1.1)).mean())}
+    summary = scaling_summary(groups)
     print(groups.sort_values("log_error").to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print({k: round(v, 3) if isinstance(v, float) else v for k, v in summary.items()})
     c = OmegaConf.to_container(compose(["features=physics_ptx", "target=efficiency", *args.override]), resolve=True)
