@@ -62,6 +62,18 @@ def fallback_rows(train: Mapping[str, Any], test: Mapping[str, Any]) -> np.ndarr
     return np.logical_or.reduce(list(masks.values())) if masks else np.zeros(n, dtype=bool)
 
 
+def fallback_column(train: Mapping[str, Any], test: Mapping[str, Any]) -> str | None:
+    """A column of UNSEEN_COLUMNS whose kind no row of `train` has, for every row of `test` (None if none).
+
+    Why: then every test row is answered by the fallback even when any one other column is shuffled among the
+    test rows (permutation importance), and shuffling this one keeps every value unseen; a model fitted on `train`
+    needs no learner to score `test` (PhysicsBaselineRegressor.fit_without_learner)."""
+    for col, mask in unseen_masks(test, seen_kinds(train)).items():
+        if mask.all():
+            return col
+    return None
+
+
 def perf_step(pipeline: Pipeline):
     """The PerfFeatures step inside a model Pipeline (features -> perf)."""
     return pipeline.named_steps["features"].named_steps["perf"]
@@ -89,7 +101,8 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         perf = perf_step(pipeline if pipeline is not None else self.regressor_)
         return perf.physics_frame(X)["t_physics_ms"].to_numpy(dtype=float)
 
-    def fit(self, X: pd.DataFrame, y, **fit_params):
+    def _start_fit(self, X: pd.DataFrame, y) -> tuple[Pipeline, np.ndarray]:
+        """Everything a fit sets before the learner: the priced baseline, the median efficiency, the seen kinds."""
         y = np.asarray(y, dtype=float)
         if (y <= 0).any() or not np.isfinite(y).all():
             raise ValueError("the efficiency target needs positive, finite latencies")
@@ -100,11 +113,32 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         perf.fit(X)  # release medians: the TF32 rule of the estimate depends on them
         base = perf.physics_frame(X)["t_physics_ms"].to_numpy(dtype=float)
         log_eff = np.log(y) - np.log(base)
-        pipe.fit(X, log_eff, **fit_params)
-        self.regressor_ = pipe
         self.n_features_in_ = X.shape[1]
         self.median_log_efficiency_ = float(np.median(log_eff))
         self.seen_kinds_ = seen_kinds(X)
+        return pipe, log_eff
+
+    def fit(self, X: pd.DataFrame, y, **fit_params):
+        pipe, log_eff = self._start_fit(X, y)
+        pipe.fit(X, log_eff, **fit_params)
+        self.regressor_ = pipe
+        self.learner_fitted_ = True
+        return self
+
+    def fit_without_learner(self, X: pd.DataFrame, y):
+        """Fit all but the learner (its feature step is fitted, so feature names and counts are known).
+
+        For a held-out set whose every row the fallback answers, however any one of its columns is shuffled
+        (`fallback_column`): its predictions and permutation importances are the fallback's whatever the learner,
+        so fitting it would only cost time (an outer fold of leave_runtime_out). `predict` then refuses rows the
+        learner would answer, naming how many, instead of answering them with anything else."""
+        if not self.unseen_fallback:
+            raise ValueError("fit_without_learner needs unseen_fallback=True: without the fallback every row "
+                             "needs the learner")
+        pipe, log_eff = self._start_fit(X, y)
+        pipe.named_steps["features"].fit(X, log_eff)
+        self.regressor_ = pipe
+        self.learner_fitted_ = False
         return self
 
     def unseen(self, X: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -124,4 +158,12 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         return out
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:
-        return np.exp(self.correction(X, self.regressor_.predict(X))) * self.baseline_ms(X)
+        if getattr(self, "learner_fitted_", True):
+            return np.exp(self.correction(X, self.regressor_.predict(X))) * self.baseline_ms(X)
+        masks = self.unseen(X)
+        learned = ~np.logical_or.reduce(list(masks.values())) if masks else np.ones(len(X), dtype=bool)
+        if learned.any():
+            raise ValueError(f"this model was fitted without its learner (fit_without_learner), but "
+                             f"{int(learned.sum())} of {len(X)} rows have a runtime and precision class that "
+                             f"training rows had ({self.seen_kinds_}): refit it with fit()")
+        return np.exp(np.full(len(X), self.median_log_efficiency_)) * self.baseline_ms(X)

@@ -31,7 +31,7 @@ activations) as one kernel, with `has_layer_profile` 0 so the learner knows.
 
 from __future__ import annotations
 
-import hashlib
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -117,7 +117,34 @@ class ProfileIndex:
         self.out_pixels = prof["out_pixels"].to_numpy(dtype=np.float32)
         self.param_elems = prof["param_elems"].to_numpy(dtype=np.float32)
         self.models = sorted({k[0] for k in self.ranges})
-        self._cache: dict[str, dict[str, np.ndarray]] = {}
+        self._cache: dict[str, RowMemo] = {}
+
+    def row_memo(self, constants: PhysicsConstants) -> RowMemo:
+        """The memo of rows priced under `constants` (one per set of constants; dropped when pickled)."""
+        key = repr(constants)
+        memo = self._cache.get(key)
+        if memo is None:
+            memo = self._cache.setdefault(key, RowMemo())
+        return memo
+
+    def kernels_per_gmac(self, mode: str) -> float:
+        """Median kernels of `mode`'s passes per forward GMAC over the profiled CNNs: the kernel count a row
+        without a profile gets (x its GMACs). A property of the table, so a row's features never depend on the
+        other rows priced with it (a served request and a training frame agree)."""
+        ratios = self.__dict__.setdefault("_kernels_per_gmac", {})
+        if mode not in ratios:
+            passes = PASSES_BY_MODE.get(mode, PASSES_BY_MODE["inference"])
+            flops = (self.q["flops_fixed"].astype(np.float64) + self.q["flops_per_sample"]) * self.count
+            found = []
+            for (model_key, img_size, p), (a, b) in self.ranges.items():
+                spans = [self.ranges.get((model_key, img_size, q)) for q in passes]
+                if p != "forward" or any(sp is None for sp in spans):
+                    continue
+                gmacs = flops[a:b].sum() / 2e9
+                if gmacs > 0:
+                    found.append(sum(float(self.count[c:d].sum()) for c, d in spans) / gmacs)
+            ratios[mode] = float(np.median(found)) if found else 100.0
+        return ratios[mode]
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -134,25 +161,56 @@ class ProfileIndex:
         return len(self.count)
 
 
-def _row_hash(X: pd.DataFrame, constants: PhysicsConstants, tf32: np.ndarray | None = None) -> str:
-    """Content key of the rows priced (the columns price_rows reads, the TF32 flags and the constants).
+def row_keys(X: pd.DataFrame, tf32: np.ndarray) -> np.ndarray:
+    """A 64-bit content key per row: pandas' vectorised hash of the columns X holds, mixed with the TF32 flag
+    (about 5 ms for a 28k-row training table)."""
+    keys = pd.util.hash_pandas_object(X, index=False).to_numpy(dtype=np.uint64)
+    return keys ^ (tf32.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
 
-    Why not pandas' hash_pandas_object: it costs ~1 ms even for one row (a served request); hashing each
-    column's raw bytes (numbers) or joined text (strings) costs microseconds and tens of ms for a training table.
-    """
-    h = hashlib.md5(repr(constants).encode())
-    h.update(str(len(X)).encode())
-    for c in ROW_COLUMNS + GPU_COLUMNS:
-        if c not in X.columns:
-            continue
-        v = X[c].to_numpy()
-        h.update(c.encode() + b"\x1e" + str(v.dtype).encode() + b"\x1e")
-        if v.dtype.kind in "biuf":
-            h.update(np.ascontiguousarray(v).tobytes())
-        else:
-            h.update("\x1f".join(map(str, v.tolist())).encode())
-    h.update(b"tf32" + (b"" if tf32 is None else np.asarray(tf32, dtype=bool).tobytes()))
-    return h.hexdigest()
+
+class RowMemo:
+    """Physics features of rows already priced, by row content (`row_keys`).
+
+    Why per row: training prices the same dataset rows again and again, in different subsets (each trial's tuning
+    rows, each fold's training and held-out part, each protocol); a memo per frame missed every new subset, and
+    pricing was a third of a linear model's training time. A row's features depend on that row alone
+    (`price_rows`), so a remembered row is exact. Thread-safe (folds run in threads); cleared past `max_rows`."""
+
+    def __init__(self, max_rows: int = 1_000_000):
+        self.max_rows = max_rows
+        self._lock = threading.Lock()
+        self._clear()
+
+    def _clear(self) -> None:
+        self._keys = np.empty(0, dtype=np.uint64)
+        self._lookup = pd.Index(self._keys)
+        self._values = np.empty((0, len(PHYSICS_FEATURES)))
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def price(self, X: pd.DataFrame, tf32: np.ndarray | None, compute) -> pd.DataFrame:
+        """Features of every row of X: remembered rows looked up, the others (each distinct one once) priced by
+        `compute(rows, tf32 of those rows)` and remembered. Row order and values as `compute(X, tf32)`."""
+        flags = np.zeros(len(X), dtype=bool) if tf32 is None else np.asarray(tf32, dtype=bool)
+        keys = row_keys(X, flags)
+        with self._lock:
+            pos = self._lookup.get_indexer(keys)
+            new = pos < 0
+            if new.any():
+                fresh, first = np.unique(keys[new], return_index=True)
+                rows = np.flatnonzero(new)[first]
+                priced = compute(X.iloc[rows], flags[rows])
+                if list(priced.columns) != PHYSICS_FEATURES:
+                    raise RuntimeError(f"physics features {list(priced.columns)} differ from {PHYSICS_FEATURES}")
+                if len(self._keys) + len(fresh) > self.max_rows:
+                    self._clear()
+                self._keys = np.concatenate([self._keys, fresh])
+                self._values = np.concatenate([self._values, priced.to_numpy(dtype=np.float64)])
+                self._lookup = pd.Index(self._keys)
+                pos = self._lookup.get_indexer(keys)
+            values = self._values[pos]
+        return pd.DataFrame(values, columns=PHYSICS_FEATURES)
 
 
 def _spans(index: ProfileIndex, model_key: str, img_size: int, mode_key: str) -> list[tuple[int, int]] | None:
@@ -329,8 +387,8 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
         miss = ~found
         t_kernels[miss] = net["t_roofline_ms"].to_numpy()[miss] * 1e-3
         gmacs = np.asarray(X["gmacs"], dtype=float)
-        ratio = np.median(n_kernels[found] / np.maximum(gmacs[found], 1e-3)) if found.any() else 100.0
-        n_kernels[miss] = np.maximum(1.0, ratio * gmacs[miss])
+        ratio = np.where(training, index.kernels_per_gmac("training"), index.kernels_per_gmac("inference"))
+        n_kernels[miss] = np.maximum(1.0, ratio[miss] * gmacs[miss])
         compute_bound[miss] = np.where(net["intensity_over_ridge"].to_numpy()[miss] >= 1, t_kernels[miss], 0.0)
         floor_bound[miss] = 0.0
         largest[miss] = t_kernels[miss]
@@ -371,25 +429,23 @@ SMALL_FRAME_ROWS = 16
 
 def cached_price(X: Columns, index: ProfileIndex, constants: PhysicsConstants,
                  tf32: np.ndarray | None = None) -> pd.DataFrame:
-    """price_rows, memoised on the rows' content (training prices the same rows for every trial and fold).
+    """price_rows, memoised per row on its content (`RowMemo`: training prices the same rows for every trial,
+    fold and protocol, in ever different subsets).
 
     Frames of a few rows (served requests) are priced directly: hashing them costs as much as a repeat would
-    save. Only the columns price_rows reads are handed on (a narrower frame is cheaper to index); a frame lacking
-    one goes on whole, so price_rows names what is missing."""
+    save. Only the columns price_rows reads are hashed and handed on; a frame lacking one goes on whole, so
+    price_rows names what is missing."""
     if not isinstance(X, pd.DataFrame):  # a few served rows as arrays (engineer.PerfFeatures.physics_frame)
         return price_rows(X, index, constants, tf32)
     cols = ROW_COLUMNS + GPU_COLUMNS
-    narrow = X if list(X.columns) == cols or not set(cols) <= set(X.columns) else X[cols]
+    if not set(cols) <= set(X.columns):
+        return price_rows(X, index, constants, tf32)
+    narrow = X if list(X.columns) == cols else X[cols]
     if len(X) <= SMALL_FRAME_ROWS:
         return price_rows(narrow, index, constants, tf32).set_axis(X.index)
-    key = _row_hash(X, constants, tf32)
-    hit = index._cache.get(key)
-    if hit is None:
-        hit = price_rows(narrow, index, constants, tf32)
-        if len(index._cache) > 64:
-            index._cache.clear()
-        index._cache[key] = hit
-    return hit.set_axis(X.index)
+    priced = index.row_memo(constants).price(narrow, tf32, lambda rows, flags: price_rows(rows, index, constants,
+                                                                                           flags))
+    return priced.set_axis(X.index)
 
 
 @lru_cache(maxsize=4)

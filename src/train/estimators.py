@@ -100,7 +100,7 @@ def feature_names(model) -> list[str]:
 def native_importances(model, model_name: str) -> tuple[str, dict[str, float]] | None:
     """Model-specific importances, named for what they are: impurity (Gini) for trees/forests, gain for XGBoost."""
     est = inner_pipeline(model).named_steps["model"]
-    if not hasattr(est, "feature_importances_"):
+    if not getattr(model, "learner_fitted_", True) or not hasattr(est, "feature_importances_"):
         return None
     kind = "gain" if model_name == "xgb" else "impurity"
     values = np.asarray(est.feature_importances_, dtype=float)

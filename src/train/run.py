@@ -7,7 +7,8 @@ Protocol, in short (details in docs/training.md):
   hand-set `warm_start`), cross-validated on at most `sweep.tune_max_rows` rows of the fold's training part,
   grouped by the protocol's unit (configuration, CNN, GPU or family); except a fold whose every held-out row the
   efficiency target's `unseen_fallback` answers (leave_runtime_out: no training row ran that runtime), where no
-  parameter can change a held-out prediction: it fits the warm start alone (one trial);
+  parameter can change a held-out prediction: it fits the warm start alone (one trial), and where one column
+  (the runtime) is unseen on every held-out row it skips fitting the learner, whose answers no row would use;
 - the selected parameters (`model.selection`: the best CV MAPE, or CART's one-standard-error rule) are refitted
   on the fold's whole training part and scored once on its held-out part;
 - the `random` protocol also scores the chosen parameters by a selection CV (`selection_cv_mape`): the same
@@ -36,7 +37,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from tqdm.auto import tqdm
 
 from src.config import REPO_ROOT
-from src.features.baseline import fallback_rows
+from src.features.baseline import fallback_column, fallback_rows
 from src.features.dataset import DatasetError
 from src.features.engineer import input_columns
 from src.tracking import file_md5, git_commit, outer_run_active, setup, slug, write_run_log
@@ -191,7 +192,11 @@ class Trainer:
         chosen = select_trial(study, self.c["model"].get("selection"), self.c["model"]["search_space"])
         best = dict(chosen.params)
         t0 = time.perf_counter()
-        model = self.make_model(best).fit(self.X.iloc[fold.train], self.y[fold.train])
+        model = self.make_model(best)
+        if protocol != "random" and self.learner_free(fold):  # the random protocol's model is served: whole
+            model = model.fit_without_learner(self.X.iloc[fold.train], self.y[fold.train])
+        else:
+            model = model.fit(self.X.iloc[fold.train], self.y[fold.train])
         t_fit = time.perf_counter() - t0
         t0 = time.perf_counter()
         pred = model.predict(self.X.iloc[fold.test])
@@ -205,6 +210,15 @@ class Trainer:
         if not (t.get("unseen_fallback") and t.get("baseline") == "physics"):
             return False
         return bool(fallback_rows(self.X.iloc[fold.train], self.X.iloc[fold.test]).all())
+
+    def learner_free(self, fold) -> bool:
+        """Whether the fold's model can skip fitting its learner: one column (the runtime, say) has a kind no
+        training row has on every held-out row, so the fallback answers them all, shuffled or not
+        (src/features/baseline.py fallback_column). Its held-out predictions and importances are the same."""
+        t = self.c["target"]
+        if not (t.get("unseen_fallback") and t.get("baseline") == "physics"):
+            return False
+        return fallback_column(self.X.iloc[fold.train], self.X.iloc[fold.test]) is not None
 
     def selection_splits(self, fold, labels: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
         """Folds over every row of the fold's training part (positions into `fold.train`), grouped like the
@@ -251,7 +265,8 @@ class Trainer:
             perm_rows = max(200, int(s["perm_max_rows"]) // max(1, n_folds))
             perm = permutation(model, self.X.iloc[fold.test], self.y[fold.test], self.cols, perm_rows,
                                int(s["perm_repeats"]), self.seed)
-            row = {**m, "rows": int(len(fold.test)), "tuning_trials": n_trials, "held_out": fold.held_out[:50],
+            row = {**m, "rows": int(len(fold.test)), "tuning_trials": n_trials,
+                   "learner_fitted": bool(getattr(model, "learner_fitted_", True)), "held_out": fold.held_out[:50],
                    "held_out_groups": len(fold.held_out), "twins_across": twins_across(self.df, fold.train, fold.test)}
             p = self.pred_frame(fold.test, pred)
             p["fold"] = fold.name

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
+from sklearn.base import clone
 
 from src.config import compose
 from src.features.engineer import input_columns
@@ -92,3 +93,36 @@ def test_fallback_rows_are_the_rows_the_fitted_model_falls_back_on(fitted):
     assert list(rows) == [False, True, False, True]
     assert list(rows) == list(np.logical_or.reduce(list(model.unseen(X).values())))
     assert not fallback_rows(df[cols], df[cols]).any()
+
+
+def test_fallback_column_is_the_column_unseen_on_every_test_row(fitted):
+    from src.features.baseline import fallback_column
+
+    _, df, cols, _, X = fitted
+    assert fallback_column(df[cols], X) is None  # rows 0 and 2 are seen in both columns
+    assert fallback_column(df[cols], X.iloc[[1]]) == "compile_mode"
+    assert fallback_column(df[cols], X.iloc[[3]]) == "precision"
+    assert fallback_column(df[cols], X.iloc[[1, 3]]) is None  # each row is unseen, but in different columns
+    assert fallback_column(df[cols], X.iloc[[1, 3]].assign(compile_mode="tensorrt")) == "compile_mode"
+
+
+def test_a_model_fitted_without_its_learner_answers_as_the_whole_model_on_fallback_rows(fitted):
+    c, df, cols, model, X = fitted
+    from src.train.estimators import feature_names
+
+    y = df["target"].to_numpy(dtype=float)
+    bare = clone(model).fit_without_learner(df[cols], y)
+    assert bare.learner_fitted_ is False and model.learner_fitted_ is True
+    assert bare.median_log_efficiency_ == model.median_log_efficiency_
+    assert feature_names(bare) == feature_names(model)  # its feature step is fitted
+    assert not hasattr(bare.regressor_.named_steps["model"], "tree_")  # the tree is not
+    np.testing.assert_allclose(bare.predict(X.iloc[[1, 3]]), model.predict(X.iloc[[1, 3]]), rtol=1e-12)
+    with pytest.raises(ValueError, match=r"fitted without its learner.*2 of 4 rows"):
+        bare.predict(X)
+
+
+def test_fit_without_learner_needs_the_fallback(fitted):
+    _, df, cols, model, _ = fitted
+    off = clone(model).set_params(unseen_fallback=False)
+    with pytest.raises(ValueError, match="unseen_fallback=True"):
+        off.fit_without_learner(df[cols], df["target"].to_numpy(dtype=float))

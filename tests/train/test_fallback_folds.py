@@ -60,3 +60,31 @@ def test_without_the_fallback_every_fold_is_tuned(trainer):
         assert not tr.fallback_only(Fold("x", np.flatnonzero(~compiled), np.flatnonzero(compiled), []))
     finally:
         tr.c["target"]["unseen_fallback"] = True
+
+
+def test_a_fold_held_out_by_runtime_skips_the_learner_and_scores_the_same(trainer):
+    from sklearn.base import clone
+
+    from src.train.estimators import native_importances
+    from src.train.importance import permutation
+
+    tr, compiled = trainer
+    _, chosen, bare, pred, _, _ = fit(tr, ~compiled, compiled, "runtime_unseen_bare")
+    assert bare.learner_fitted_ is False and native_importances(bare, tr.name) is None
+    whole = clone(bare).fit(tr.X.iloc[np.flatnonzero(~compiled)], tr.y[~compiled])
+    X, y = tr.X.iloc[np.flatnonzero(compiled)], tr.y[compiled]
+    np.testing.assert_allclose(pred, whole.predict(X), rtol=1e-12)
+    # every input column shuffled among the held-out rows: the same importances as the whole model's
+    args = (X, y, tr.cols, 1000, 2, tr.seed)
+    assert permutation(bare, *args) == pytest.approx(permutation(whole, *args), rel=1e-12, abs=1e-12)
+
+
+def test_the_served_protocol_and_mixed_folds_fit_the_learner(trainer):
+    tr, compiled = trainer
+    test = compiled.copy()
+    test[np.flatnonzero(~compiled)[0]] = True
+    assert fit(tr, ~test, test, "runtime_mixed_fit")[2].learner_fitted_ is True
+    warm = dict(tr.c["model"]["warm_start"])
+    fold = Fold("served", np.flatnonzero(~compiled), np.flatnonzero(compiled), [])
+    model = tr.fit_fold("random", fold, group_labels(tr.df, "random"), warm, False, "served")[2]
+    assert model.learner_fitted_ is True  # the random protocol's model is the one served
