@@ -1,14 +1,16 @@
-"""How long one model's grouped protocol trains, folds one at a time against `sweep.fold_jobs` at once, and whether
-the numbers stay the same.
+"""How long one model's grouped protocol trains, folds one at a time against `sweep.fold_jobs` at once in threads
+and in worker processes (`sweep.fold_backend`), and whether the numbers stay the same.
 
 Same dataset (data/processed/dataset.parquet), model, budget, protocol and seed as the pipeline's train stage
 (params.yaml `train:`); each setting trains the protocol from scratch into its own temporary MLflow and Optuna
-stores (so both pay the same store writes). Prints and records, per model: wall seconds at fold_jobs=1 and at
-fold_jobs=N, the speed-up, and whether every held-out prediction, fold parameter and metric is bit-identical.
+stores (so all pay the same store writes). Prints and records, per model: wall seconds at fold_jobs=1 and at
+fold_jobs=N with each backend, the speed-ups, and whether every held-out prediction, fold parameter and metric is
+bit-identical. The process backend's time includes starting its workers (once per model run in the pipeline,
+here once per protocol: a pessimistic count).
 Writes reports/bench/train_time_bench.json and an MLflow run (experiment cnnperf-bench) unless --no-mlflow.
 Run it on an otherwise idle machine: it measures wall time.
 
-    python benchmarks/train_time_bench.py [--models lr,dt,xgb] [--protocol leave_family_out] [--jobs 2]
+    python benchmarks/train_time_bench.py [--models lr,knn,dt,xgb] [--protocol leave_family_out] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -39,23 +41,27 @@ def pipeline_overrides() -> list[str]:
             f"split.leave_gpu_out.n_groups={t['leave_gpu_out_groups']}", "progress=false"]
 
 
-def train_protocol(model: str, protocol: str, jobs: int, tmp: Path,
-                   extra: list[str]) -> tuple[float, dict, pd.DataFrame]:
+def train_protocol(model: str, protocol: str, jobs: int, tmp: Path, extra: list[str],
+                   backend: str = "thread") -> tuple[float, dict, pd.DataFrame]:
     """(wall seconds, protocol result, held-out predictions) of one fresh training of `protocol`."""
     from src.config import compose
     from src.tracking import setup
     from src.train.run import Trainer
 
-    folder = tmp / f"{model}-{jobs}"
+    folder = tmp / f"{model}-{jobs}-{backend}"
     c = OmegaConf.to_container(compose([
-        *pipeline_overrides(), *extra, f"model={model}", f"sweep.fold_jobs={jobs}", f"split.protocols=[{protocol}]",
+        *pipeline_overrides(), *extra, f"model={model}", f"sweep.fold_jobs={jobs}", f"sweep.fold_backend={backend}",
+        f"split.protocols=[{protocol}]",
         f"mlflow.tracking_uri=sqlite:///{folder}/mlflow.db", f"mlflow.artifact_root=file://{folder}/art",
         f"sweep.storage=sqlite:///{folder}/optuna.db", f"reports_dir={folder}/reports"]), resolve=True)
     setup(c["mlflow"]["tracking_uri"], c["mlflow"]["experiment"], c["mlflow"]["artifact_root"])
     trainer = Trainer(c)
     warm = dict(c["model"].get("warm_start") or {}) or None
     t0 = time.perf_counter()
-    res = trainer.run_protocol(protocol, warm)
+    try:
+        res = trainer.run_protocol(protocol, warm)
+    finally:
+        trainer.close_pool()
     wall = time.perf_counter() - t0
     return wall, res, pd.read_csv(trainer.out_dir / protocol / "predictions.csv")
 
@@ -79,20 +85,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="train_time_bench_") as tmp:
         for model in a.models.split(","):
             one = train_protocol(model, a.protocol, 1, Path(tmp), a.overrides)
-            many = train_protocol(model, a.protocol, a.jobs, Path(tmp), a.overrides)
-            same = (np.array_equal(one[2]["predicted"].to_numpy(), many[2]["predicted"].to_numpy())
-                    and one[1]["fold_params"] == many[1]["fold_params"]
-                    and all(one[1][k] == many[1][k] for k in ("mape", "r2", "adj_r2", "cv_mape")))
-            rows[model] = {"folds": one[1]["folds"], "seconds_one_at_a_time": round(one[0], 2),
-                           f"seconds_{a.jobs}_at_once": round(many[0], 2), "speedup": round(one[0] / many[0], 3),
-                           "identical_results": bool(same), "mape": one[1]["mape"]}
-            print(f"{model:4s} {a.protocol} ({one[1]['folds']} folds): {one[0]:7.1f} s one at a time, "
-                  f"{many[0]:7.1f} s {a.jobs} at once: x{one[0] / many[0]:.2f}; identical results: {same}")
+            rows[model] = {"folds": one[1]["folds"], "seconds_one_at_a_time": round(one[0], 2), "mape": one[1]["mape"]}
+            line = f"{model:4s} {a.protocol} ({one[1]['folds']} folds): {one[0]:7.1f} s one at a time"
+            for backend in ("thread", "process"):
+                many = train_protocol(model, a.protocol, a.jobs, Path(tmp), a.overrides, backend)
+                same = (np.array_equal(one[2]["predicted"].to_numpy(), many[2]["predicted"].to_numpy())
+                        and one[1]["fold_params"] == many[1]["fold_params"]
+                        and all(one[1][k] == many[1][k] for k in ("mape", "r2", "adj_r2", "cv_mape")))
+                rows[model] |= {f"seconds_{a.jobs}_{backend}s": round(many[0], 2),
+                                f"speedup_{backend}s": round(one[0] / many[0], 3),
+                                f"identical_results_{backend}s": bool(same)}
+                line += f"; {many[0]:6.1f} s in {a.jobs} {backend}s (x{one[0] / many[0]:.2f}, identical: {same})"
+            print(line)
     out = {"protocol": a.protocol, "jobs": a.jobs, "cpus": os.cpu_count(), "overrides": pipeline_overrides(),
            "models": rows}
     record_benchmark(out, REPO_ROOT / a.out, mlflow_cfg, f"train_time/{a.protocol}", {"protocol": a.protocol},
-                     {f"{m}_speedup": r["speedup"] for m, r in rows.items()}
-                     | {f"{m}_identical": float(r["identical_results"]) for m, r in rows.items()})
+                     {f"{m}_speedup_{b}s": r[f"speedup_{b}s"] for m, r in rows.items() for b in ("thread", "process")}
+                     | {f"{m}_identical_{b}s": float(r[f"identical_results_{b}s"]) for m, r in rows.items()
+                        for b in ("thread", "process")})
     print(f"wrote {a.out}")
 
 

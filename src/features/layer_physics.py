@@ -353,7 +353,9 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
     t_total = t_kernel * count
 
     def per_row(values: np.ndarray) -> np.ndarray:
-        return np.bincount(row, weights=values, minlength=n)
+        # float always: with no kernel at all (only rows without a profile) bincount returns integers, and the
+        # whole-network times written into them below were truncated to 0
+        return np.bincount(row, weights=values, minlength=n).astype(np.float64, copy=False)
 
     t_kernels = per_row(t_total)
     n_kernels = per_row(count)

@@ -23,8 +23,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import multiprocessing
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import mlflow
@@ -34,6 +35,7 @@ import pandas as pd
 from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from src.config import REPO_ROOT
@@ -272,7 +274,7 @@ class Trainer:
             p["fold"] = fold.name
             p["setting_support"] = setting_support(self.df, fold.train, fold.test)
             status = "FINISHED"
-            return {"model": model, "timing": t, "cv_mape": cv, "perm": perm,
+            return {"model": model, "n_features": n_feat, "timing": t, "cv_mape": cv, "perm": perm,
                     "native": native_importances(model, self.name), "row": row, "best": best, "pred": p}
         finally:
             if fold_run:
@@ -308,14 +310,20 @@ class Trainer:
             model = None
             jobs = 1 if single else max(1, min(int(s.get("fold_jobs", 1)), len(folds)))
             args = (protocol, labels, warm, log_trials, single, len(folds), run.info.run_id, art)
-            if jobs > 1:  # schema first, in this thread: two threads creating it in a fresh database collide
+            if jobs > 1:  # schema first, in this thread: two workers creating it in a fresh database collide
                 optuna.storages.get_storage(s["storage"])
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                done = (pool.map(lambda f: self.fold_job(f, *args), folds) if jobs > 1
-                        else map(lambda f: self.fold_job(f, *args), folds))
+            with contextlib.ExitStack() as stack:
+                if jobs == 1:
+                    done = map(lambda f: self.fold_job(f, *args), folds)
+                elif self.fold_backend() == "process":
+                    done = self.process_pool(jobs).map(_fold_in_worker, folds, [args] * len(folds))
+                else:
+                    pool = stack.enter_context(ThreadPoolExecutor(max_workers=jobs))
+                    done = pool.map(lambda f: self.fold_job(f, *args), folds)
+                n_feat = None
                 for fold, out in zip(folds, tqdm(done, total=len(folds), desc=f"{self.name} {protocol}",
                                                  disable=not self.progress or single), strict=True):
-                    model = out["model"]
+                    model, n_feat = out["model"], out["n_features"]
                     for k in timing:
                         timing[k] += out["timing"][k]
                     cv_scores.append(out["cv_mape"])
@@ -326,7 +334,6 @@ class Trainer:
                     fold_params[fold.name] = out["best"]
                     preds.append(out["pred"])
             pred_df = pd.concat(preds, ignore_index=True)
-            n_feat = len(feature_names(model))
             pooled = all_metrics(pred_df["measured"], pred_df["predicted"], n_feat)
             support = support_metrics(pred_df["measured"], pred_df["predicted"], pred_df["setting_support"])
             per_group, group_stats = group_summary(pred_df, GROUP_TABLE[protocol], n_feat,
@@ -387,6 +394,34 @@ class Trainer:
                               art / f"importance_{kind}.png")
         return imps
 
+    # -- fold workers ------------------------------------------------------------------------------------
+    def fold_backend(self) -> str:
+        """How outer folds run side by side (`sweep.fold_backend`): `process` (conf/sweep) or `thread` (unset)."""
+        backend = str(self.c["sweep"].get("fold_backend", "thread"))
+        if backend not in ("thread", "process"):
+            raise ValueError(f"sweep.fold_backend: {backend!r} is neither 'thread' nor 'process'")
+        return backend
+
+    def process_pool(self, jobs: int) -> Executor:
+        """`jobs` worker processes, each with its own Trainer of this config, kept for every protocol of this run.
+
+        Why processes: the Pipeline's feature work (pricing, encoding, permutation importance) holds the GIL, so
+        two fold threads of lr or knn ran at 1.07x one (reports/bench/train_time_bench.json). Spawned, not forked:
+        the parent holds SQLite connections and threads. A fold's numbers depend only on its data and the seed."""
+        pool = getattr(self, "_pool", None)
+        if pool is None or self._pool_jobs != jobs:
+            self.close_pool()
+            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_start_worker, initargs=(self.c,))
+            self._pool, self._pool_jobs = pool, jobs
+        return pool
+
+    def close_pool(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown()
+            self._pool = None
+
     # -- entry -------------------------------------------------------------------------------------------
     def side_by_side(self, protocols: list[str]) -> list[str]:
         """The single-fold protocols (random, random_rows) run at the same time, one thread each, when the sweep
@@ -410,7 +445,10 @@ class Trainer:
             with ThreadPoolExecutor(max_workers=len(side_by_side)) as pool:
                 futures = {p: pool.submit(self.run_protocol, p, warm) for p in side_by_side}
                 done = {p: f.result() for p, f in futures.items()}
-        results = {p: done[p] if p in done else self.run_protocol(p, warm) for p in protocols}
+        try:
+            results = {p: done[p] if p in done else self.run_protocol(p, warm) for p in protocols}
+        finally:
+            self.close_pool()
         summary = {
             "model": self.name, "estimator": self.c["model"]["estimator"], "tags": self.tags,
             "dataset": {"path": self.c["data"]["dataset"], "rows": int(len(self.df)),
@@ -423,6 +461,26 @@ class Trainer:
         (self.out_dir / "metrics.json").write_text(json.dumps(stable, indent=2, default=float) + "\n")
         write_run_log(self.out_dir.parent, self.name, run_log)
         return summary
+
+
+_WORKER: Trainer | None = None
+
+
+def _start_worker(c: dict) -> None:
+    """Initializer of a fold worker process: its MLflow store, one BLAS thread (two workers fill two cores), and
+    its own Trainer (the dataset read again from the same file)."""
+    global _WORKER
+    threadpool_limits(1)
+    setup(c["mlflow"]["tracking_uri"], c["mlflow"]["experiment"], c["mlflow"]["artifact_root"])
+    _WORKER = Trainer(c)
+
+
+def _fold_in_worker(fold, args: tuple) -> dict:
+    """One outer fold in a worker process; the fitted model stays there (the parent needs only its feature count:
+    a served model is always fitted in the parent, by a single-fold protocol)."""
+    out = _WORKER.fold_job(fold, *args)
+    out["model"] = None
+    return out
 
 
 def split_run_log(summary: dict) -> tuple[dict, dict]:

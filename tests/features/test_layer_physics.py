@@ -236,3 +236,59 @@ def test_split_k_applies_only_to_the_runtimes_named():
     sms = X["sm_count"].iloc[0]
     assert every["mac_wave_efficiency"].tolist() == pytest.approx([64 / sms, 64 / sms])
     assert only["mac_wave_efficiency"].tolist() == pytest.approx([4 / sms, 64 / sms])
+
+
+def memo_rows() -> pd.DataFrame:
+    """72 rows: 3 GPUs x 4 CNNs (one without a profile) x 3 batches x 2 modes."""
+    frames = []
+    for model_key in ["resnet18", "resnet50", "densenet121", "no_such_cnn"]:
+        for batch in [1, 8, 64]:
+            for mode in ["inference", "training"]:
+                frames.append(rows(["Tesla T4", "Tesla V100 SXM2 32 GB", "GeForce RTX 4090"], model_key=model_key,
+                                   batch_size=batch, mode=mode))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_row_memo_prices_any_subset_as_pricing_it_directly(index):
+    X = memo_rows()
+    constants = PhysicsConstants()
+    tf32 = np.arange(len(X)) % 3 == 0
+    index._cache.clear()
+    full = price_rows(X, index, constants, tf32)
+    rng = np.random.default_rng(0)
+    for size in (20, 40, len(X)):
+        pick = np.sort(rng.choice(len(X), size=size, replace=False))
+        got = cached_price(X.iloc[pick], index, constants, tf32[pick])
+        pd.testing.assert_frame_equal(got, full.iloc[pick], check_exact=True)
+    memo = index.row_memo(constants)
+    assert len(memo) == len(X)  # each distinct row priced once
+    cached_price(X, index, constants, tf32)
+    assert len(memo) == len(X)
+    # a shuffled column (permutation importance) makes new rows: priced, and right
+    shuffled = X.assign(gpu=rng.permutation(X["gpu"].to_numpy()), sm_count=rng.permutation(X["sm_count"].to_numpy()))
+    pd.testing.assert_frame_equal(cached_price(shuffled, index, constants, tf32),
+                                  price_rows(shuffled, index, constants, tf32), check_exact=True)
+    # the TF32 flag is part of a row's key
+    flipped = cached_price(X, index, constants, ~tf32)
+    pd.testing.assert_frame_equal(flipped, price_rows(X, index, constants, ~tf32), check_exact=True)
+    assert not flipped.equals(full)
+    # other constants, another memo; a pickled index carries none
+    assert index.row_memo(PhysicsConstants(kernel_floor_us=3.0)) is not memo
+    assert pickle.loads(pickle.dumps(index))._cache == {}
+
+
+def test_a_row_without_a_profile_is_priced_the_same_alone_or_in_a_frame(index):
+    X = memo_rows()
+    full = price_rows(X, index)
+    for mode in ("inference", "training"):
+        k = int(np.flatnonzero((X["model_key"] == "no_such_cnn") & (X["mode"] == mode))[0])
+        alone = price_rows(X.iloc[[k]], index)
+        pd.testing.assert_frame_equal(alone, full.iloc[[k]], check_exact=True)
+        assert alone["n_kernels"].iloc[0] == pytest.approx(index.kernels_per_gmac(mode) * X["gmacs"].iloc[k])
+    # a training step launches more kernels per GMAC than a forward pass (backward + optimizer)
+    assert index.kernels_per_gmac("training") > 1.5 * index.kernels_per_gmac("inference")
+
+
+def test_kernels_per_gmac_by_hand():
+    toy = one_kernel_index(flops=2e9, elems=1e6, c_out=64, out_pixels=1024)  # 3 launches of 1 GMAC each
+    assert toy.kernels_per_gmac("inference") == pytest.approx(3 / 3.0)

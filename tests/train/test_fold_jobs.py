@@ -1,5 +1,6 @@
-"""Outer folds trained in worker threads (`sweep.fold_jobs`) give the numbers of one-at-a-time training, and their
-MLflow runs (folds, trials) still nest under the protocol run (tiny table, real SQLite stores)."""
+"""Outer folds trained in worker threads or processes (`sweep.fold_jobs`, `sweep.fold_backend`) give the numbers
+of one-at-a-time training, and their MLflow runs (folds, trials) still nest under the protocol run (tiny table,
+real SQLite stores)."""
 
 from __future__ import annotations
 
@@ -22,29 +23,36 @@ def tiny(tmp_path_factory):
     return base, overrides(base, n_trials=3, protocols="[leave_gpu_out]")
 
 
-def run(base, ov: list[str], model: str, jobs: int) -> tuple[dict, pd.DataFrame, dict]:
+def run(base, ov: list[str], model: str, jobs: int, backend: str = "thread", tag: str = "") -> tuple:
+    name = f"{model}-{jobs}-{backend}{tag}"  # own reports and study store per call
     c = OmegaConf.to_container(compose([
-        *ov, f"model={model}", f"sweep.fold_jobs={jobs}", f"reports_dir={base}/reports-{jobs}",
-        f"sweep.storage=sqlite:///{base}/optuna-{model}-{jobs}.db"]), resolve=True)
+        *ov, f"model={model}", f"sweep.fold_jobs={jobs}", f"sweep.fold_backend={backend}",
+        f"reports_dir={base}/reports-{name}", f"sweep.storage=sqlite:///{base}/optuna-{name}.db"]), resolve=True)
     setup(c["mlflow"]["tracking_uri"], c["mlflow"]["experiment"], c["mlflow"]["artifact_root"])
     trainer = Trainer(c)
     warm = dict(c["model"].get("warm_start") or {}) or None
-    res = trainer.run_protocol("leave_gpu_out", warm)
+    try:
+        res = trainer.run_protocol("leave_gpu_out", warm)
+    finally:
+        trainer.close_pool()
     pred = pd.read_csv(trainer.out_dir / "leave_gpu_out" / "predictions.csv")
     return res, pred, c
 
 
-@pytest.mark.parametrize("model", ["dt", "xgb"])
-def test_threaded_folds_give_the_same_numbers_and_nested_runs(tiny, model):
+@pytest.mark.parametrize(("model", "backend"), [("dt", "thread"), ("xgb", "thread"), ("dt", "process"),
+                                                ("lr", "process")])
+def test_parallel_folds_give_the_same_numbers_and_nested_runs(tiny, model, backend):
+    """Two folds at once, in threads or in spawned worker processes (`sweep.fold_backend`)."""
     base, ov = tiny
-    one, pred_one, _ = run(base, ov, model, 1)
-    two, pred_two, c = run(base, ov, model, 2)
+    one, pred_one, _ = run(base, ov, model, 1, tag=f"-vs-{backend}")
+    two, pred_two, c = run(base, ov, model, 2, backend)
     assert one["folds"] == two["folds"] >= 2
     assert np.array_equal(pred_one["predicted"].to_numpy(), pred_two["predicted"].to_numpy())
     assert pred_one["measurement_id"].tolist() == pred_two["measurement_id"].tolist()
     assert one["fold_params"] == two["fold_params"]
-    for k in ("mape", "r2", "cv_mape"):
+    for k in ("mape", "r2", "adj_r2", "cv_mape", "n_features"):
         assert one[k] == two[k]
+    assert one["importances"] == two["importances"]
     client = MlflowClient(c["mlflow"]["tracking_uri"])
     exp = client.get_experiment_by_name(c["mlflow"]["experiment"]).experiment_id
     folds = client.search_runs([exp], f"tags.mlflow.parentRunId = '{two['run_id']}'")

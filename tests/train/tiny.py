@@ -142,7 +142,9 @@ def overrides(tmp: Path, n_trials: int = 2, protocols: str = ALL_PROTOCOLS) -> l
         "sweep.cv_folds=2", "sweep.perm_max_rows=200", "sweep.perm_repeats=1", "sweep.n_jobs=1",
         f"reports_dir={tmp}/reports", f"split.protocols={protocols}", "split.leave_family_out.n_groups=3",
         "split.leave_model_out.n_groups=3",
-        "progress=false",
+        # threads: a spawned fold worker costs seconds of imports, more than a tiny fold; tests/train/test_fold_jobs.py
+        # checks that worker processes give the same numbers
+        "progress=false", "sweep.fold_backend=thread",
     ]
     write_dataset(OmegaConf.to_container(compose(ov), resolve=True))  # the `features` stage: train reads its table
     return ov
