@@ -115,6 +115,7 @@ class Trainer:
         self.name = c["model"]["name"]
         self.seed = int(c["seed"])
         self.progress = bool(c.get("progress", True))
+        self.pin_threads()
         self.df = load_dataset(c)
         if len(self.df) < 50:
             raise ValueError(f"only {len(self.df)} usable rows in {c['data']['dataset']}")
@@ -137,6 +138,13 @@ class Trainer:
         }
 
     # -- helpers -----------------------------------------------------------------------------------------
+    def pin_threads(self) -> None:
+        """BLAS/OpenMP pools at the estimators' threads (sweep.n_jobs), for the calling thread: lr's least squares
+        and knn's distances sum in an order that depends on how many threads they run, so the numbers would
+        depend on fold_jobs, the fold backend and the machine's cores. OpenMP's setting is per thread, so every
+        thread that trains (the main one, fold and protocol threads, worker processes) calls this."""
+        threadpool_limits(limits=int(self.c["sweep"]["n_jobs"]))
+
     def make_model(self, params: dict):
         return make_model(self.c, params, self.ptx)
 
@@ -240,6 +248,7 @@ class Trainer:
         through the client API, so that folds can run in worker threads (`sweep.fold_jobs`): MLflow's active-run
         stack is per thread. A fold's numbers depend only on its data and the seed, never on the thread."""
         s = self.c["sweep"]
+        self.pin_threads()
         client = MlflowClient()
         fold_run = None
         if not single:
@@ -283,6 +292,7 @@ class Trainer:
     # -- one protocol ------------------------------------------------------------------------------------
     def run_protocol(self, protocol: str, warm: dict | None) -> dict:
         c, s = self.c, self.c["sweep"]
+        self.pin_threads()
         folds, skipped = outer_folds(self.df, protocol, c["split"], self.seed)
         if not folds:
             raise DatasetError(f"split.protocols: {protocol} has no fold on this dataset (groups skipped for too few "
@@ -467,10 +477,9 @@ _WORKER: Trainer | None = None
 
 
 def _start_worker(c: dict) -> None:
-    """Initializer of a fold worker process: its MLflow store, one BLAS thread (two workers fill two cores), and
-    its own Trainer (the dataset read again from the same file)."""
+    """Initializer of a fold worker process: its MLflow store and its own Trainer (the dataset read again from the
+    same file; BLAS threads pinned as in the parent)."""
     global _WORKER
-    threadpool_limits(1)
     setup(c["mlflow"]["tracking_uri"], c["mlflow"]["experiment"], c["mlflow"]["artifact_root"])
     _WORKER = Trainer(c)
 
