@@ -29,6 +29,9 @@ from omegaconf import OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+# Report keys and printed lines name the fold backends in the plural.
+PLURAL = {"thread": "threads", "process": "processes"}
+
 
 def pipeline_overrides() -> list[str]:
     """The train stage's Hydra overrides from params.yaml (as dvc.yaml builds them)."""
@@ -92,17 +95,18 @@ def main() -> None:
                 same = (np.array_equal(one[2]["predicted"].to_numpy(), many[2]["predicted"].to_numpy())
                         and one[1]["fold_params"] == many[1]["fold_params"]
                         and all(one[1][k] == many[1][k] for k in ("mape", "r2", "adj_r2", "cv_mape")))
-                rows[model] |= {f"seconds_{a.jobs}_{backend}s": round(many[0], 2),
-                                f"speedup_{backend}s": round(one[0] / many[0], 3),
-                                f"identical_results_{backend}s": bool(same)}
-                line += f"; {many[0]:6.1f} s in {a.jobs} {backend}s (x{one[0] / many[0]:.2f}, identical: {same})"
+                rows[model] |= {f"seconds_{a.jobs}_{PLURAL[backend]}": round(many[0], 2),
+                                f"speedup_{PLURAL[backend]}": round(one[0] / many[0], 3),
+                                f"identical_results_{PLURAL[backend]}": bool(same)}
+                line += f"; {many[0]:6.1f} s in {a.jobs} {PLURAL[backend]} (x{one[0] / many[0]:.2f}, identical: {same})"
             print(line)
     out = {"protocol": a.protocol, "jobs": a.jobs, "cpus": os.cpu_count(), "overrides": pipeline_overrides(),
            "models": rows}
+    names = [PLURAL[b] for b in ("thread", "process")]
     record_benchmark(out, REPO_ROOT / a.out, mlflow_cfg, f"train_time/{a.protocol}", {"protocol": a.protocol},
-                     {f"{m}_speedup_{b}s": r[f"speedup_{b}s"] for m, r in rows.items() for b in ("thread", "process")}
-                     | {f"{m}_identical_{b}s": float(r[f"identical_results_{b}s"]) for m, r in rows.items()
-                        for b in ("thread", "process")})
+                     {f"{m}_speedup_{n}": r[f"speedup_{n}"] for m, r in rows.items() for n in names}
+                     | {f"{m}_identical_{n}": float(r[f"identical_results_{n}"]) for m, r in rows.items()
+                        for n in names})
     print(f"wrote {a.out}")
 
 
