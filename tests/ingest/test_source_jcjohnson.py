@@ -85,6 +85,16 @@ def test_cudnn_release_and_pascal_titan_x(parsed):
     assert {v.split(";")[0] for v in ti["variant"]} == {"cudnn 5.1.10"}
 
 
+def test_kernel_backend_is_the_framework_version(parsed):
+    """The learner sees the backend: nn and cuDNN runs of one CNN on one GPU differ by ~3x in the same inputs."""
+    _, frame, _ = parsed
+    assert (frame["framework_version"] == frame["variant"].str.split(";").str[0]).all()
+    assert set(frame["framework_version"]) == {"nn", "cudnn 4.0.07", "cudnn 5.0.05", "cudnn 5.1.05", "cudnn 5.1.10"}
+    pascal = frame[(frame["gpu"] == "TITAN X Pascal") & (frame["model_key"] == "resnet34")
+                   & (frame["mode"] == "training")].groupby("framework_version")["latency_ms"].median()
+    assert pascal["nn"] > 3 * pascal["cudnn 5.1.05"]
+
+
 def test_head_readme_rows_name_the_json_they_summarise(parsed):
     result, _, _ = parsed
     reasons = {q["row_key"]: q["reason"] for q in result.quarantine if q["source_file"] == HEAD}

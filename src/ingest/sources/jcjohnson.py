@@ -11,8 +11,11 @@ What is read, and how (every table row and every JSON file counts as two rows re
   `variant`) and forward + backward (`mode` training; no optimizer step, said in `variant`). Statistic: the median
   of the 10 passes (`latency_stat` median, `n_samples` 10), spread their inter-quartile range. Batch and image size
   come from the record's `opt` (16 and 224x224 everywhere). `cudnn_version` "none" means Torch's own `nn` CUDA
-  kernels without cuDNN; `variant` starts with the cuDNN release ("cudnn 5.1.05") or "nn", so the two backends of
-  one CNN stay distinct rows. Repeated runs of one configuration (folder 1080_cudnn50) are all kept: distinct runs.
+  kernels without cuDNN. The kernel backend, the cuDNN release ("cudnn 5.1.05") or "nn", is the row's
+  `framework_version` (Torch7 itself has no release in the outputs; the backend sets the speed: `nn` runs a median
+  2.7x slower than cuDNN over 80 (GPU, CNN, mode) pairs, 1.8-3.8x) and starts its `variant`, so the backends of one
+  CNN are distinct rows that a model can tell apart. Repeated runs of one configuration (folder 1080_cudnn50) are all
+  kept: distinct runs.
 - `README.md` (HEAD) and `history_93014cd7/README.md` (2016-07-13): per-network tables of the means of the same
   kind of runs (ms). A table row is matched to the JSON runs of its GPU, cuDNN release and model:
   * a JSON run whose means print as the row (`%.2f`, as the upstream analysis script prints them): the row is its
@@ -109,7 +112,7 @@ def _row(rel: str, commit: str, key: str, gpu_name: str, gpu: str, stem: str, mo
     return {
         "measurement_id": f"{SOURCE}:{rel}:{key}", "source": SOURCE, "source_file": rel, "upstream_commit": commit,
         "gpu": gpu, "device_raw": gpu_name, "is_cpu": False, "num_gpus": 1,
-        "framework": "torch7", "framework_version": "", "cuda_version": CUDA_VERSION,
+        "framework": "torch7", "framework_version": cudnn_label(cudnn), "cuda_version": CUDA_VERSION,
         "precision": "fp32", "memory_layout": "nchw", "compile_mode": "eager", "data_mode": "synthetic",
         "variant": f"{cudnn_label(cudnn)}; {NOTES[mode]}", "scenario": "", "source_rows": 1,
         **workload(name, model_source), "img_size": img, "batch_size": batch, "mode": mode,
