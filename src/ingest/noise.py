@@ -12,6 +12,13 @@ older-version pairs also measure real software speed-ups, not only noise):
   rounds (MLPerf), the two V100 tables of PaddleClas, repeated runs and cuDNN vs `nn` kernels (jcjohnson), other
   releases (timm); |a - b| / b over ordered pairs. Pairs may differ by software release or library variant, so this
   is an upper bound of pure noise.
+- `indistinguishable_by_source`: for every source, groups of rows equal in every column a model sees of a run
+  (`LEARNER_CONFIG`: `REPEAT_CONFIG` without the MLPerf scenario, with the release, GPU count and data mode) whose
+  latencies still differ by more than `CONFLICT_FACTOR`. A model can only average such rows, so many of them mean
+  the table hides a setting that sets the speed: jcjohnson's cuDNN and `nn` backends were such a case (242 of its
+  274 rows in groups a median 2.8x apart) until the backend became the release. What remains (2026-11-27): our own
+  H200's eager batch-1 repeats (156 rows; the host differs between sessions, docs/profiling.md), PaddleClas's V100
+  tables that disagree (76), Lambda's multi-GPU runs (24), ryujaehun's reruns (22) and MLPerf submissions (13).
 - `layer_cross_source` (single-layer table): how far two sources (DeepBench vs NeuSight vs CDECatapult: different
   frameworks, cuDNN releases and timing loops) disagree on one GPU. Exact shape matches are counted (there are none
   in the current mirror: the sources sample different shapes), so the comparison is on similar layers: the same
@@ -78,6 +85,36 @@ def repeats_by_source(frame: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
+# What a model sees of a run: rows equal in all of these are indistinguishable to it (the learner's inputs beyond
+# the GPU specs and the CNN's static numbers, which these determine). The GPU count and data mode are not inputs,
+# but the training table keeps one value of each (conf/data), so rows that differ in them never meet there.
+LEARNER_CONFIG = ["gpu", "framework", "framework_version", "model_key", "batch_size", "img_size", "precision", "mode",
+                  "compile_mode", "memory_layout", "num_gpus", "data_mode"]
+# Latencies of one such group further apart than this (max / min) are counted as a conflict, not as noise: the
+# timm cross-version p90 (a release change, not noise) is 28 %.
+CONFLICT_FACTOR = 1.5
+
+
+def indistinguishable_by_source(frame: pd.DataFrame, factor: float = CONFLICT_FACTOR) -> dict[str, Any]:
+    """Per source: groups of rows a model cannot tell apart (`LEARNER_CONFIG`), and those among them whose
+    latencies differ by more than `factor` (max / min), with their rows and the median ratio of those groups."""
+    gpu_rows = frame[~frame["is_cpu"]]
+    out: dict[str, Any] = {}
+    for source, rows in gpu_rows.groupby("source", sort=True):
+        keys = [c for c in LEARNER_CONFIG if c in rows.columns]
+        lat = rows.groupby(keys, dropna=False)["latency_ms"]
+        size, ratio = lat.transform("size"), lat.transform("max") / lat.transform("min")
+        shared, conflict = size > 1, (size > 1) & (ratio > factor)
+        groups = rows[shared].groupby(keys, dropna=False)["latency_ms"]
+        ratios = (groups.max() / groups.min()).to_numpy()
+        out[source] = {"rows": int(len(rows)), "shared_rows": int(shared.sum()), "groups": int(len(ratios)),
+                       "conflict_groups": int((ratios > factor).sum()), "conflict_rows": int(conflict.sum()),
+                       "conflict_share": float(conflict.sum() / len(rows)) if len(rows) else 0.0,
+                       "conflict_median_ratio": float(np.median(ratios[ratios > factor])) if (ratios > factor).any()
+                       else None}
+    return out
+
+
 def noise_floor(frame: pd.DataFrame) -> dict[str, Any]:
     """Noise-floor metrics (percent) for the DVC metrics file."""
     pairs = cross_version_errors(frame)
@@ -94,6 +131,7 @@ def noise_floor(frame: pd.DataFrame) -> dict[str, Any]:
         "timm_cross_version_pytorch2": _stats(modern["ape"].to_numpy()),
         "ryujaehun_within_run_iqr_over_median": _stats(spread),
         "repeats_by_source": repeats_by_source(frame),
+        "indistinguishable_by_source": indistinguishable_by_source(frame),
         "definition": "timm: |a-b|/b over ordered pairs of PyTorch versions, same GPU/model/config; "
         "ryujaehun: IQR/median of per-iteration samples after warm-up",
     }

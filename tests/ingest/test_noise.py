@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from src.ingest.noise import layer_noise_floor, repeats_by_source
+from src.ingest.noise import indistinguishable_by_source, layer_noise_floor, repeats_by_source
 
 
 def _row(source, gpu, latency, **kw):
@@ -25,6 +25,22 @@ def test_repeats_by_source_pairs_rows_of_one_configuration():
     assert got["mlperf"]["n"] == 2 and got["mlperf"]["configurations"] == 1
     assert got["mlperf"]["mean_pct"] == pytest.approx(75.0)
     assert got["timm"] == {"n": 0}
+
+
+def test_indistinguishable_rows_that_disagree_are_counted_per_source():
+    frame = pd.DataFrame([
+        _row("jc", "L4", 1.0, framework_version=""), _row("jc", "L4", 3.0, framework_version=""),  # 3x: a conflict
+        _row("jc", "L4", 1.1, framework_version="", batch_size=8), _row("jc", "L4", 1.2, framework_version="",
+                                                                         batch_size=8),  # 1.09x: noise
+        _row("jc", "L4", 9.0, framework_version="nn"),  # told apart by its release
+        _row("jc", "T4", 2.0, framework_version="", scenario="offline"),
+        _row("jc", "T4", 5.0, framework_version="", scenario="server"),  # the scenario is not a model input
+        _row("timm", "L4", 5.0, framework="pytorch", framework_version="2.4.0"),
+    ])
+    got = indistinguishable_by_source(frame)
+    assert got["jc"] == {"rows": 7, "shared_rows": 6, "groups": 3, "conflict_groups": 2, "conflict_rows": 4,
+                         "conflict_share": pytest.approx(4 / 7), "conflict_median_ratio": pytest.approx(2.75)}
+    assert got["timm"]["groups"] == 0 and got["timm"]["conflict_median_ratio"] is None
 
 
 def test_layer_sources_compared_on_similar_layers_only():
