@@ -81,7 +81,9 @@ def build_model(model_cfg: dict, feat_cfg: dict, ptx_features: list[str], params
     if target_cfg.get("baseline") == "physics":
         if not target_cfg.get("log"):
             raise ValueError("target.baseline=physics models log(target / estimate): set target.log=true")
-        return PhysicsBaselineRegressor(regressor=pipe, unseen_fallback=bool(target_cfg.get("unseen_fallback")))
+        return PhysicsBaselineRegressor(regressor=pipe, unseen_fallback=bool(target_cfg.get("unseen_fallback")),
+                                        by_numbers_share=float(target_cfg.get("by_numbers_share") or 0.0),
+                                        random_state=int(target_cfg.get("by_numbers_seed") or 0))
     if not target_cfg.get("log"):
         return pipe
     return TransformedTargetRegressor(regressor=pipe, func=np.log, inverse_func=np.exp, check_inverse=False)

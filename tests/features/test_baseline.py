@@ -42,7 +42,8 @@ def test_unseen_runtime_and_precision_class_fall_back(fitted):
     assert pred[[1, 3]] == pytest.approx(median[[1, 3]], rel=1e-12)
     assert not np.allclose(learned[[1, 3]], median[[1, 3]])  # and that is a change
     y = df["target"].to_numpy(dtype=float)
-    assert model.median_log_efficiency_ == pytest.approx(float(np.median(np.log(y / model.baseline_ms(df[cols])))))
+    fitted_rows = model.by_numbers(df[cols])  # as fitted: a seeded share priced by the CNN's numbers only
+    assert model.median_log_efficiency_ == pytest.approx(float(np.median(np.log(y / model.baseline_ms(fitted_rows)))))
     masks = model.unseen(X)
     assert list(masks["compile_mode"]) == [False, True, False, False]
     assert list(masks["precision"]) == [False, False, False, True]
@@ -126,3 +127,25 @@ def test_fit_without_learner_needs_the_fallback(fitted):
     off = clone(model).set_params(unseen_fallback=False)
     with pytest.raises(ValueError, match="unseen_fallback=True"):
         off.fit_without_learner(df[cols], df["target"].to_numpy(dtype=float))
+
+
+def test_a_share_of_training_rows_is_priced_by_the_cnns_numbers(fitted):
+    """`by_numbers_share` renames that share of the rows, seeded, so the learner sees the pricing a CNN outside the
+    zoo gets; a share of 0 leaves the rows alone and one outside [0, 1] is refused."""
+    from src.features.baseline import BY_NUMBERS
+
+    c, df, cols, model, _ = fitted
+    assert model.by_numbers_share == c["target"]["by_numbers_share"] > 0
+    X = df[cols]
+    out = model.by_numbers(X)
+    renamed = out["model_key"].to_numpy() == BY_NUMBERS
+    assert renamed.sum() == round(model.by_numbers_share * len(X)) > 0
+    assert (out["model_key"][~renamed] == X["model_key"][~renamed]).all()
+    assert out.drop(columns="model_key").equals(X.drop(columns="model_key"))  # only the name changes
+    again = clone(model).by_numbers(X)["model_key"].to_numpy() == BY_NUMBERS
+    assert (renamed == again).all()  # seeded: every fit of the model renames the same rows
+    # priced from whole-network numbers: another estimate than the kernel profile's
+    assert not np.allclose(model.baseline_ms(X[renamed]), model.baseline_ms(out[renamed]))
+    assert clone(model).set_params(by_numbers_share=0.0).by_numbers(X) is X
+    with pytest.raises(ValueError, match="by_numbers_share must be within"):
+        clone(model).set_params(by_numbers_share=1.5).by_numbers(X)
