@@ -138,7 +138,9 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         base = perf.physics_frame(X)["t_physics_ms"].to_numpy(dtype=float)
         log_eff = np.log(y) - np.log(base)
         self.n_features_in_ = X.shape[1]
-        self.median_log_efficiency_ = float(np.median(log_eff))
+        # the fallback's efficiency: of the rows priced as they are (a held-out row is), not of the by-numbers share
+        named = (np.asarray(X["model_key"], dtype=object) != BY_NUMBERS) if "model_key" in X else np.ones(len(X), bool)
+        self.median_log_efficiency_ = float(np.median(log_eff[named] if named.any() else log_eff))
         self.seen_kinds_ = seen_kinds(X)
         return pipe, log_eff
 

@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from sklearn.base import clone
 
 from src.config import compose
+from src.features.baseline import BY_NUMBERS
 from src.features.engineer import input_columns
 from src.features.served import FastPipeline
 from src.train.fit import fit_model, ptx_columns
@@ -42,8 +43,11 @@ def test_unseen_runtime_and_precision_class_fall_back(fitted):
     assert pred[[1, 3]] == pytest.approx(median[[1, 3]], rel=1e-12)
     assert not np.allclose(learned[[1, 3]], median[[1, 3]])  # and that is a change
     y = df["target"].to_numpy(dtype=float)
-    fitted_rows = model.by_numbers(df[cols])  # as fitted: a seeded share priced by the CNN's numbers only
-    assert model.median_log_efficiency_ == pytest.approx(float(np.median(np.log(y / model.baseline_ms(fitted_rows)))))
+    # over the rows priced as they are: the by-numbers share (renamed rows) teaches the learner, not the fallback
+    named = model.by_numbers(df[cols])["model_key"].to_numpy() != BY_NUMBERS
+    assert 0 < named.sum() < len(named)
+    assert model.median_log_efficiency_ == pytest.approx(
+        float(np.median(np.log(y[named] / model.baseline_ms(df[cols][named])))))
     masks = model.unseen(X)
     assert list(masks["compile_mode"]) == [False, True, False, False]
     assert list(masks["precision"]) == [False, False, False, True]
@@ -132,8 +136,6 @@ def test_fit_without_learner_needs_the_fallback(fitted):
 def test_a_share_of_training_rows_is_priced_by_the_cnns_numbers(fitted):
     """`by_numbers_share` renames that share of the rows, seeded, so the learner sees the pricing a CNN outside the
     zoo gets; a share of 0 leaves the rows alone and one outside [0, 1] is refused."""
-    from src.features.baseline import BY_NUMBERS
-
     c, df, cols, model, _ = fitted
     assert model.by_numbers_share == c["target"]["by_numbers_share"] > 0
     X = df[cols]
