@@ -43,11 +43,7 @@ def test_unseen_runtime_and_precision_class_fall_back(fitted):
     assert pred[[1, 3]] == pytest.approx(median[[1, 3]], rel=1e-12)
     assert not np.allclose(learned[[1, 3]], median[[1, 3]])  # and that is a change
     y = df["target"].to_numpy(dtype=float)
-    # over the rows priced as they are: the by-numbers share (renamed rows) teaches the learner, not the fallback
-    named = model.by_numbers(df[cols])["model_key"].to_numpy() != BY_NUMBERS
-    assert 0 < named.sum() < len(named)
-    assert model.median_log_efficiency_ == pytest.approx(
-        float(np.median(np.log(y[named] / model.baseline_ms(df[cols][named])))))
+    assert model.median_log_efficiency_ == pytest.approx(float(np.median(np.log(y / model.baseline_ms(df[cols])))))
     masks = model.unseen(X)
     assert list(masks["compile_mode"]) == [False, True, False, False]
     assert list(masks["precision"]) == [False, False, False, True]
@@ -135,19 +131,24 @@ def test_fit_without_learner_needs_the_fallback(fitted):
 
 def test_a_share_of_training_rows_is_priced_by_the_cnns_numbers(fitted):
     """`by_numbers_share` renames that share of the rows, seeded, so the learner sees the pricing a CNN outside the
-    zoo gets; a share of 0 leaves the rows alone and one outside [0, 1] is refused."""
+    zoo gets; the fallback's median stays that of the rows priced as they are; 0 leaves the rows alone and a share
+    outside [0, 1] is refused."""
     c, df, cols, model, _ = fitted
-    assert model.by_numbers_share == c["target"]["by_numbers_share"] > 0
-    X = df[cols]
-    out = model.by_numbers(X)
+    assert model.by_numbers_share == c["target"]["by_numbers_share"] == 0.0  # off by default
+    X, y = df[cols], df["target"].to_numpy(dtype=float)
+    assert model.by_numbers(X) is X
+    share = clone(model).set_params(by_numbers_share=0.25)
+    out = share.by_numbers(X)
     renamed = out["model_key"].to_numpy() == BY_NUMBERS
-    assert renamed.sum() == round(model.by_numbers_share * len(X)) > 0
+    assert renamed.sum() == round(0.25 * len(X)) > 0
     assert (out["model_key"][~renamed] == X["model_key"][~renamed]).all()
     assert out.drop(columns="model_key").equals(X.drop(columns="model_key"))  # only the name changes
-    again = clone(model).by_numbers(X)["model_key"].to_numpy() == BY_NUMBERS
-    assert (renamed == again).all()  # seeded: every fit of the model renames the same rows
+    assert ((clone(share).by_numbers(X)["model_key"].to_numpy() == BY_NUMBERS) == renamed).all()  # seeded
+    fitted_share = share.fit(X, y)
     # priced from whole-network numbers: another estimate than the kernel profile's
-    assert not np.allclose(model.baseline_ms(X[renamed]), model.baseline_ms(out[renamed]))
-    assert clone(model).set_params(by_numbers_share=0.0).by_numbers(X) is X
+    assert not np.allclose(fitted_share.baseline_ms(X[renamed]), fitted_share.baseline_ms(out[renamed]))
+    named = ~renamed
+    assert fitted_share.median_log_efficiency_ == pytest.approx(
+        float(np.median(np.log(y[named] / fitted_share.baseline_ms(X[named])))))
     with pytest.raises(ValueError, match="by_numbers_share must be within"):
         clone(model).set_params(by_numbers_share=1.5).by_numbers(X)

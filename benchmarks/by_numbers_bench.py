@@ -1,0 +1,98 @@
+"""How far off a CNN described by its numbers only is, against the same CNN named, on the same held-out rows.
+
+A request for a CNN outside the zoo (`python -m src.predict rank --params-m ... --gmacs ...`, or a served row whose
+`model_key` names no kernel profile) is priced from its whole-network numbers, without a layer profile, its PTX
+counts imputed from its GMACs. This benchmark asks the question of every held-out row twice: as it is (the CNN
+named, its kernel profile and PTX counts found) and renamed to a CNN nobody measured, then scores both against the
+measurement. Each `--shares` value is `target.by_numbers_share` (src/features/baseline.py): the share of training
+rows priced that way, so that the learner has seen that pricing on every GPU.
+
+The model is fitted at its hand-set warm start (conf/model/<name>.yaml), no tuning, on each protocol's folds of
+the pipeline's dataset (params.yaml `train:` features, target, seed and GPU groups), so the shares compare on the
+same rows and folds. Writes reports/bench/by_numbers_bench.json and an MLflow run (experiment cnnperf-bench)
+unless --no-mlflow.
+
+    python benchmarks/by_numbers_bench.py [--model xgb] [--protocols random,leave_model_out] [--shares 0,0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# The name a request for a CNN outside the zoo carries: in no kernel profile or PTX table.
+UNKNOWN_CNN = "a CNN nobody measured"
+
+
+def overrides(model: str, share: float) -> list[str]:
+    """The train stage's Hydra overrides from params.yaml, for one model and one by-numbers share."""
+    from src.config import REPO_ROOT
+
+    t = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["train"]
+    return [f"model={model}", f"features={t['features']}", f"target={t['target']}", f"seed={t['seed']}",
+            f"split.leave_gpu_out.n_groups={t['leave_gpu_out_groups']}", f"target.by_numbers_share={share}",
+            "progress=false"]
+
+
+def score(model: str, share: float, protocols: list[str]) -> dict:
+    """Per protocol: held-out MAPE % with the CNN named and described by its numbers, and the rows."""
+    from src.config import compose
+    from src.train.protocols import outer_folds
+    from src.train.run import Trainer
+
+    c = OmegaConf.to_container(compose(overrides(model, share)), resolve=True)
+    trainer = Trainer(c)
+    warm = dict(c["model"]["warm_start"])
+    out = {}
+    for protocol in protocols:
+        folds, _ = outer_folds(trainer.df, protocol, c["split"], trainer.seed)
+        named, numbers = [], []
+        for fold in tqdm(folds, desc=f"{model} share {share} {protocol}", leave=False):
+            fitted = trainer.make_model(warm).fit(trainer.X.iloc[fold.train], trainer.y[fold.train])
+            X, y = trainer.X.iloc[fold.test], trainer.y[fold.test]
+            unknown = X.assign(model_key=UNKNOWN_CNN)
+            named.append(np.abs(fitted.predict(X) / y - 1))
+            numbers.append(np.abs(fitted.predict(unknown) / y - 1))
+        out[protocol] = {"rows": int(sum(len(n) for n in named)),
+                         "named_mape": float(100 * np.concatenate(named).mean()),
+                         "by_numbers_mape": float(100 * np.concatenate(numbers).mean())}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="xgb")
+    ap.add_argument("--protocols", default="random,leave_model_out")
+    ap.add_argument("--shares", default="0,0.1")
+    ap.add_argument("--out", default="reports/bench/by_numbers_bench.json")
+    ap.add_argument("--no-mlflow", action="store_true")
+    a = ap.parse_args()
+    from src.config import REPO_ROOT, compose
+    from src.tracking import record_benchmark
+
+    mlflow_cfg = None if a.no_mlflow else OmegaConf.to_container(compose([]), resolve=True)["mlflow"]
+    protocols = a.protocols.split(",")
+    results = {}
+    for share in [float(s) for s in a.shares.split(",")]:
+        results[str(share)] = score(a.model, share, protocols)
+        for protocol, r in results[str(share)].items():
+            print(f"{a.model} by_numbers_share {share:<4} {protocol:16s} ({r['rows']} rows): named "
+                  f"{r['named_mape']:6.2f} %, described by its numbers {r['by_numbers_mape']:6.2f} %")
+    out = {"model": a.model, "fit": "warm start, no tuning", "overrides": overrides(a.model, 0.0)[1:-2],
+           "shares": results}
+    metrics = {f"{p}_{kind}_share_{s}": r[f"{kind}_mape"] for s, per in results.items() for p, r in per.items()
+               for kind in ("named", "by_numbers")}
+    record_benchmark(out, REPO_ROOT / a.out, mlflow_cfg, f"by_numbers/{a.model}", {"model": a.model}, metrics)
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
