@@ -22,24 +22,20 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import yaml
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.train_time_bench import pipeline_overrides  # noqa: E402
 
 # The name a request for a CNN outside the zoo carries: in no kernel profile or PTX table.
 UNKNOWN_CNN = "a CNN nobody measured"
 
 
 def overrides(model: str, share: float) -> list[str]:
-    """The train stage's Hydra overrides from params.yaml, for one model and one by-numbers share."""
-    from src.config import REPO_ROOT
-
-    t = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["train"]
-    return [f"model={model}", f"features={t['features']}", f"target={t['target']}", f"seed={t['seed']}",
-            f"split.leave_gpu_out.n_groups={t['leave_gpu_out_groups']}", f"target.by_numbers_share={share}",
-            "progress=false"]
+    """The train stage's Hydra overrides (params.yaml), for one model and one by-numbers share."""
+    return [*pipeline_overrides(), f"model={model}", f"target.by_numbers_share={share}"]
 
 
 def score(model: str, share: float, protocols: list[str]) -> dict:
@@ -75,10 +71,10 @@ def main() -> None:
     ap.add_argument("--out", default="reports/bench/by_numbers_bench.json")
     ap.add_argument("--no-mlflow", action="store_true")
     a = ap.parse_args()
-    from src.config import REPO_ROOT, compose
-    from src.tracking import record_benchmark
+    from src.config import REPO_ROOT
+    from src.tracking import benchmark_store, record_benchmark
 
-    mlflow_cfg = None if a.no_mlflow else OmegaConf.to_container(compose([]), resolve=True)["mlflow"]
+    mlflow_cfg = benchmark_store(a.no_mlflow)
     protocols = a.protocols.split(",")
     results = {}
     for share in [float(s) for s in a.shares.split(",")]:
@@ -86,7 +82,7 @@ def main() -> None:
         for protocol, r in results[str(share)].items():
             print(f"{a.model} by_numbers_share {share:<4} {protocol:16s} ({r['rows']} rows): named "
                   f"{r['named_mape']:6.2f} %, described by its numbers {r['by_numbers_mape']:6.2f} %")
-    out = {"model": a.model, "fit": "warm start, no tuning", "overrides": overrides(a.model, 0.0)[1:-2],
+    out = {"model": a.model, "fit": "warm start, no tuning", "overrides": pipeline_overrides(),
            "shares": results}
     metrics = {f"{p}_{kind}_share_{s}": r[f"{kind}_mape"] for s, per in results.items() for p, r in per.items()
                for kind in ("named", "by_numbers")}

@@ -59,10 +59,10 @@ def main() -> None:
     ap.add_argument("--protocols", default="leave_model_out,leave_gpu_out,leave_family_out,leave_arch_out")
     ap.add_argument("--no-mlflow", action="store_true")
     a = ap.parse_args()
-    from src.config import REPO_ROOT, compose
-    from src.tracking import record_benchmark
+    from src.config import REPO_ROOT
+    from src.tracking import benchmark_store, record_benchmark
 
-    mlflow_cfg = None if a.no_mlflow else OmegaConf.to_container(compose([]), resolve=True)["mlflow"]
+    mlflow_cfg = benchmark_store(a.no_mlflow)
     full_path = REPO_ROOT / "data" / "processed" / "dataset.parquet"
     full = pd.read_parquet(full_path)
     mine = full["source"].eq(a.source)

@@ -78,12 +78,12 @@ def main() -> None:
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides (e.g. data.dataset=...)")
     a = ap.parse_args()
-    from src.config import REPO_ROOT, compose
-    from src.tracking import record_benchmark
+    from src.config import REPO_ROOT
+    from src.tracking import benchmark_store, record_benchmark
 
     # the store to record in, read before training: each training points MLflow (and MLFLOW_TRACKING_URI, which
     # the config reads) at its temporary store
-    mlflow_cfg = None if a.no_mlflow else OmegaConf.to_container(compose([]), resolve=True)["mlflow"]
+    mlflow_cfg = benchmark_store(a.no_mlflow)
     rows = {}
     with tempfile.TemporaryDirectory(prefix="train_time_bench_") as tmp:
         for model in a.models.split(","):

@@ -117,6 +117,18 @@ def write_run_log(reports_dir: Path, name: str, record: dict) -> Path:
     return path
 
 
+def benchmark_store(no_mlflow: bool) -> dict | None:
+    """The MLflow settings a benchmark records in (the composed config's `mlflow` group), None with --no-mlflow.
+    Read before the benchmark trains: a training points MLflow (and MLFLOW_TRACKING_URI) at its own store."""
+    if no_mlflow:
+        return None
+    from omegaconf import OmegaConf
+
+    from src.config import compose
+
+    return OmegaConf.to_container(compose([]), resolve=True)["mlflow"]
+
+
 def record_benchmark(out: dict, path: Path, mlflow_cfg: dict | None, run_name: str, tags: dict[str, str],
                      metrics: dict[str, float], experiment: str = "cnnperf-bench",
                      artifacts: list[Path] | tuple[Path, ...] = ()) -> Path:
