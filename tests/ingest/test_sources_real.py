@@ -62,9 +62,20 @@ def test_lambda_labels():
     assert lambda_tf.system_gpu("7742-4xA100-SXM4-40GB_TF2_3") == ("A100-SXM4-40GB", 4)
     assert lambda_tf.system_gpu("Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt2_TF1_15")[0] == "GeForce_RTX_2080_Ti"
     assert lambda_tf.system_gpu("Processor-LambdaCloud_2xQuadro_RTX_6000") == ("Quadro_RTX_6000", 2)
-    assert lambda_tf.software("Gold_6230-Quadro_RTX_8000_XLA_trt_TF1_15", {})["compile_mode"] == "xla_tensorrt"
+    assert lambda_tf.software("Gold_6230-Quadro_RTX_8000_XLA_trt_TF1_15", {})["compile_mode"] == "xla"
     assert lambda_tf.summary_gpu("Lambda Cloud — 2x RTX A6000") == ("RTX A6000", 2, "")
     assert lambda_tf.summary_gpu("4x2080Ti_NVLink_XLA_trt")[:2] == ("2080Ti", 4)
+
+
+def test_lambda_trt_label_is_not_tensorrt_and_xla_follows_the_logs():
+    """`_trt` systems ran plain TF graphs (no --trt_mode, no libnvinfer in their logs); XLA is what the logs show."""
+    assert lambda_tf.software("Gold_6230-GeForce_RTX_2080_Ti_trt2_TF1_15", {"TF": "1.15.3"}) == {
+        "compile_mode": "eager", "framework_version": "1.15", "cuda_version": ""}
+    assert lambda_tf.software("Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt2_TF1_15", {})["compile_mode"] == "xla"
+    assert lambda_tf.software("Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt2_TF1_15", {},
+                              "real")["compile_mode"] == "eager"
+    assert lambda_tf.software("7662-GeForce_RTX_3090", {"TF": "2.4.0"})["compile_mode"] == "xla"
+    assert lambda_tf.software("7742-1xA100-SXM4-40GB_TF2_3", {})["compile_mode"] == "eager"
 
 
 def test_lambda_logs_and_summaries(mirror):
@@ -75,6 +86,11 @@ def test_lambda_logs_and_summaries(mirror):
     }
     logs = lambda_tf.parse_logs(files[lambda_tf.DERIVED], "e086e0e", files)
     assert logs.n_read == 3954
+    modes = {(r["device_raw"], r["data_mode"]): r["compile_mode"] for r in logs.rows}
+    assert set(modes.values()) == {"eager", "xla"}
+    assert modes[("Gold_6230-Quadro_RTX_8000_trt_TF1_15", "synthetic")] == "eager"
+    assert modes[("7502-A100-PCIE-40GB", "synthetic")] == "xla"
+    assert modes[("Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt2_TF1_15", "real_distorted")] == "eager"
     reasons = {q["reason"] for q in logs.quarantine}
     assert "missing value: run printed no total images/sec" in reasons
     assert any(r.startswith("non-NVIDIA device") for r in reasons)

@@ -54,15 +54,29 @@ def system_gpu(system: str) -> tuple[str, int | None]:
     return label, int(count.group(1)) if count else None
 
 
-def software(system: str, metadata: dict[str, str]) -> dict[str, str]:
-    """Compile mode (XLA / TensorRT), TF and CUDA versions of a system label and its metadata file."""
-    xla = "_XLA" in system
-    trt = bool(re.search(r"_trt2?(?=_|$)", system))
-    mode = {(False, False): "eager", (True, False): "xla", (False, True): "tensorrt"}.get((xla, trt), "xla_tensorrt")
+# Systems whose every synthetic-data log says "Compiled cluster using XLA!" (XLA auto-clustering on, the README's
+# `TF_XLA_FLAGS=--tf_xla_auto_jit=2` recipe) although their label has no `_XLA`: read in the raw logs of
+# LambdaColdStorage/lambda-tensorflow-benchmark at e086e0e7 (2026-11-27; the logs are not in the shared mirror).
+XLA_WITHOUT_LABEL = frozenset({"7502-A100-PCIE-40GB", "7502-GeForce_RTX_3070", "7662-GeForce_RTX_3090",
+                               "LambdaCloud-RTX_A6000"})
+# Labelled `_XLA`, but the logs of these data modes compiled nothing with XLA (the real-ImageNet runs of one system).
+NO_XLA_DATA_MODES = {"Gold_6230-GeForce_RTX_2080_Ti_NVLink_XLA_trt2_TF1_15": frozenset({"real", "real_distorted"})}
+
+
+def software(system: str, metadata: dict[str, str], data_mode: str = "synthetic") -> dict[str, str]:
+    """Compile mode (XLA or none), TF and CUDA versions of a system label and its metadata file.
+
+    A `_trt` / `_trt2` label does not mean TensorRT: benchmark.sh never passes tf_cnn_benchmarks' `--trt_mode`
+    (default off; it would act only with `--forward_only` and `--freeze_when_forward_only`), no log of such a system
+    loads libnvinfer or mentions TensorRT, and half of those runs are training steps, which TF-TRT cannot run. Those
+    runs are plain TensorFlow graphs, with or without XLA as the logs say.
+    """
+    xla = ("_XLA" in system or system in XLA_WITHOUT_LABEL) and data_mode not in NO_XLA_DATA_MODES.get(system, ())
     tf_label = re.search(r"TF(\d+)_(\d+)", system)
     tf = f"{tf_label.group(1)}.{tf_label.group(2)}" if tf_label else metadata.get("TF", "")
     cuda = re.match(r"V?(\d+\.\d+)", metadata.get("CUDA", ""))
-    return {"compile_mode": mode, "framework_version": tf, "cuda_version": cuda.group(1) if cuda else ""}
+    return {"compile_mode": "xla" if xla else "eager", "framework_version": tf,
+            "cuda_version": cuda.group(1) if cuda else ""}
 
 
 def read_metadata(path: Path | None) -> dict[str, str]:
@@ -121,7 +135,8 @@ def parse_logs(path: Path, commit: str, files: dict[str, Path]) -> ParseResult:
             continue
         if system not in metadata_cache:
             metadata_cache[system] = read_metadata(files.get(f"{_TOP}/logs/{system}.logs/metadata"))
-        soft = software(system, metadata_cache[system])
+        data_mode = DATA_MODES.get((raw["data_mode"], raw["distortions"]), raw["data_mode"])
+        soft = software(system, metadata_cache[system], data_mode)
         num_gpus = int(raw["num_gpus"])
         per_gpu = to_float(raw["batch_size_per_gpu"])
         result.rows.append(
@@ -137,7 +152,7 @@ def parse_logs(path: Path, commit: str, files: dict[str, Path]) -> ParseResult:
                 batch_size=per_gpu * num_gpus if per_gpu is not None else raw["batch_size_per_gpu"],
                 mode="training" if raw["mode"] == "train" else "inference",
                 throughput=raw["total_images_per_sec"],
-                data_mode=DATA_MODES.get((raw["data_mode"], raw["distortions"]), raw["data_mode"]),
+                data_mode=data_mode,
                 variant=raw["variable_update"],
                 _raw=raw,
                 _row_key=key,
