@@ -5,7 +5,9 @@ A request for a CNN outside the zoo (`python -m src.predict rank --params-m ... 
 counts imputed from its GMACs. This benchmark asks the question of every held-out row twice: as it is (the CNN
 named, its kernel profile and PTX counts found) and renamed to a CNN nobody measured, then scores both against the
 measurement. Each `--shares` value is `target.by_numbers_share` (src/features/baseline.py): the share of training
-rows priced that way, so that the learner has seen that pricing on every GPU.
+rows priced that way, so that the learner has seen that pricing on every GPU. `--learner` adds the variant the
+served model uses (`target.by_numbers_learner`): share 0 and a second learner, fitted on every training row priced
+by its numbers, for the rows without a layer profile.
 
 The model is fitted at its hand-set warm start (conf/model/<name>.yaml), no tuning, on each protocol's folds of
 the pipeline's dataset (params.yaml `train:` features, target, seed and GPU groups), so the shares compare on the
@@ -13,6 +15,7 @@ same rows and folds. Writes reports/bench/by_numbers_bench.json and an MLflow ru
 unless --no-mlflow.
 
     python benchmarks/by_numbers_bench.py [--model xgb] [--protocols random,leave_model_out] [--shares 0,0.1]
+        [--learner]
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ def overrides(model: str, share: float) -> list[str]:
     return [*pipeline_overrides(), f"model={model}", f"target.by_numbers_share={share}"]
 
 
-def score(model: str, share: float, protocols: list[str]) -> dict:
-    """Per protocol: held-out MAPE % with the CNN named and described by its numbers, and the rows."""
+def score(model: str, share: float, protocols: list[str], learner: bool = False) -> dict:
+    """Per protocol: held-out MAPE % with the CNN named and described by its numbers, and the rows. `learner`:
+    the model fits its by-numbers learner (`by_numbers_learner`)."""
     from src.config import compose
     from src.train.protocols import outer_folds
     from src.train.run import Trainer
@@ -52,7 +56,8 @@ def score(model: str, share: float, protocols: list[str]) -> dict:
         folds, _ = outer_folds(trainer.df, protocol, c["split"], trainer.seed)
         named, numbers = [], []
         for fold in tqdm(folds, desc=f"{model} share {share} {protocol}", leave=False):
-            fitted = trainer.make_model(warm).fit(trainer.X.iloc[fold.train], trainer.y[fold.train])
+            estimator = trainer.make_model(warm).set_params(by_numbers_learner=learner)
+            fitted = estimator.fit(trainer.X.iloc[fold.train], trainer.y[fold.train])
             X, y = trainer.X.iloc[fold.test], trainer.y[fold.test]
             unknown = X.assign(model_key=UNKNOWN_CNN)
             named.append(np.abs(fitted.predict(X) / y - 1))
@@ -68,6 +73,7 @@ def main() -> None:
     ap.add_argument("--model", default="xgb")
     ap.add_argument("--protocols", default="random,leave_model_out")
     ap.add_argument("--shares", default="0,0.1")
+    ap.add_argument("--learner", action="store_true", help="also score share 0 with the by-numbers learner")
     ap.add_argument("--out", default="reports/bench/by_numbers_bench.json")
     ap.add_argument("--no-mlflow", action="store_true")
     a = ap.parse_args()
@@ -77,11 +83,14 @@ def main() -> None:
     mlflow_cfg = benchmark_store(a.no_mlflow)
     protocols = a.protocols.split(",")
     results = {}
-    for share in [float(s) for s in a.shares.split(",")]:
-        results[str(share)] = score(a.model, share, protocols)
-        for protocol, r in results[str(share)].items():
-            print(f"{a.model} by_numbers_share {share:<4} {protocol:16s} ({r['rows']} rows): named "
-                  f"{r['named_mape']:6.2f} %, described by its numbers {r['by_numbers_mape']:6.2f} %")
+    variants = [(str(float(s)), float(s), False) for s in a.shares.split(",") if s] + (
+        [("learner", 0.0, True)] if a.learner else [])
+    for key, share, learner in variants:
+        results[key] = score(a.model, share, protocols, learner)
+        for protocol, r in results[key].items():
+            print(f"{a.model} {'by-numbers learner' if learner else f'by_numbers_share {share:<4}'} {protocol:16s} "
+                  f"({r['rows']} rows): named {r['named_mape']:6.2f} %, described by its numbers "
+                  f"{r['by_numbers_mape']:6.2f} %")
     out = {"model": a.model, "fit": "warm start, no tuning", "overrides": pipeline_overrides(),
            "shares": results}
     metrics = {f"{p}_{kind}_share_{s}": r[f"{kind}_mape"] for s, per in results.items() for p, r in per.items()

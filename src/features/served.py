@@ -364,6 +364,9 @@ class FastPipeline:
         if self.kind == "baseline" and self.perf.physics is None:
             raise UnsupportedPipeline("efficiency target without a physics estimate")
         self.baseline_model = model if self.kind == "baseline" else None
+        # the learner of CNNs described by their numbers (PhysicsBaselineRegressor.by_numbers_learner), replayed too
+        self.by_numbers_fast = (FastPipeline(model.by_numbers_view())
+                                if getattr(self.baseline_model, "by_numbers_regressor_", None) is not None else None)
         names = [str(c) for c in self.perf.get_feature_names_out()]
         n_num = len(self.perf.numeric_names())
         self.scale = self.onehot = None
@@ -443,7 +446,16 @@ class FastPipeline:
         raw = np.asarray(self.estimator.predict(Z))
         if self.kind == "baseline":
             correction = self.baseline_model.correction(X, raw) if hasattr(self.baseline_model, "correction") else raw
-            return np.exp(correction) * sink["physics"]["t_physics_ms"].to_numpy(dtype=float)
+            out = np.exp(correction) * sink["physics"]["t_physics_ms"].to_numpy(dtype=float)
+            if self.by_numbers_fast is not None:
+                route = self.baseline_model.by_numbers_rows(sink["physics"])
+                if route.any():
+                    from .baseline import BY_NUMBERS
+
+                    sub = {c: np.asarray(v)[route] for c, v in X.items()}
+                    sub["model_key"] = np.full(int(route.sum()), BY_NUMBERS, dtype=object)
+                    out[route] = self.by_numbers_fast.predict(sub)
+            return out
         if self.kind == "log":
             if self.inverse is None:
                 return np.exp(raw)

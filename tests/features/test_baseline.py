@@ -152,3 +152,27 @@ def test_a_share_of_training_rows_is_priced_by_the_cnns_numbers(fitted):
         float(np.median(np.log(y[named] / fitted_share.baseline_ms(X[named])))))
     with pytest.raises(ValueError, match="by_numbers_share must be within"):
         clone(model).set_params(by_numbers_share=1.5).by_numbers(X)
+
+
+def test_a_cnn_outside_the_zoo_is_answered_by_the_by_numbers_learner(fitted):
+    """`by_numbers_learner` fits a second learner on every row priced by its numbers; rows without a layer profile
+    get it (generic and served fast path alike), named rows keep the main learner's answer bit for bit, and both
+    learners share one copy of the kernel profiles."""
+    from src.features.baseline import perf_step
+
+    c, df, cols, model, _ = fitted
+    X, y = df[cols], df["target"].to_numpy(dtype=float)
+    both = clone(model).set_params(by_numbers_learner=True).fit(X, y)
+    assert both.by_numbers_regressor_ is not None and model.by_numbers_regressor_ is None
+    assert perf_step(both.by_numbers_regressor_).physics is perf_step(both.regressor_).physics
+    assert perf_step(both.by_numbers_regressor_).ptx is perf_step(both.regressor_).ptx
+    np.testing.assert_array_equal(both.predict(X), model.predict(X))  # every tiny row has a layer profile
+    outside = X.iloc[:5].assign(model_key="a CNN nobody measured")
+    renamed = outside.assign(model_key=BY_NUMBERS)
+    expected = both.by_numbers_view().predict(renamed)
+    np.testing.assert_allclose(both.predict(outside), expected, rtol=1e-12)
+    assert not np.allclose(expected, model.predict(outside))  # another learner than the named rows'
+    mixed = pd.concat([X.iloc[:3], outside], ignore_index=True)
+    fast = FastPipeline(both).predict({col: mixed[col].to_numpy() for col in cols})
+    np.testing.assert_allclose(fast, both.predict(mixed), rtol=1e-12)
+    np.testing.assert_allclose(fast[3:], expected, rtol=1e-12)
