@@ -1,8 +1,8 @@
 """Validation of parsed rows with a pandera schema; every failing row goes to quarantine with its reason.
 
-Checks: numbers parse (non-numeric text is named), times/sizes are positive, values are physically possible,
-batch size is present, categorical columns hold known values, and exact duplicates (same configuration and
-same measured values, different file) are kept once. Invariant: ingested + quarantined = read.
+Checks: numbers parse (non-numeric text is named), times/sizes are positive, values are physically possible (a
+training step never runs on an inference-only runtime), batch size is present, categorical columns hold known
+values, and exact duplicates (same configuration and same measured values, different file) are kept once. Invariant: ingested + quarantined = read.
 """
 
 from __future__ import annotations
@@ -97,7 +97,15 @@ def _complete(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Runtimes that build inference engines only: a training step labelled with one is a mislabelled run (Lambda's
+# `_trt` systems were read as TensorRT until 2026-11-27; half of their runs were training steps).
+INFERENCE_ONLY_RUNTIMES = ("tensorrt", "xla_tensorrt")
+
+
 def _inconsistent(row: dict[str, Any]) -> str | None:
+    if row["mode"] == "training" and row["compile_mode"] in INFERENCE_ONLY_RUNTIMES:
+        return (f"impossible run: a training step with compile_mode {row['compile_mode']!r}, a runtime that "
+                "builds inference engines only")
     if row["latency_stat"] == "from_throughput":
         return None
     implied = row["batch_size"] / (row["latency_ms"] / 1000.0)

@@ -34,6 +34,18 @@ def test_bad_numbers(tmp_path):
     assert reasons["line 7"].startswith("impossible values: throughput 50/s disagrees")
 
 
+def test_a_training_step_on_an_inference_only_runtime_is_quarantined(tmp_path):
+    """TensorRT builds inference engines: a training row labelled with it is a mislabelled run, not a data point."""
+    name = "benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv"
+    (tmp_path / name).write_text(HEADER + GOOD + GOOD.replace("resnet50", "resnet18"))
+    result = timm.parse_file(tmp_path / name, f"timm/{name}", "abc")
+    result.rows[1].update(mode="training", compile_mode="tensorrt")
+    frame, quarantine = validate(result.rows)
+    assert list(frame["model"]) == ["resnet50"] and len(frame) + len(quarantine) == 2
+    assert quarantine[0]["reason"] == ("impossible run: a training step with compile_mode 'tensorrt', a runtime "
+                                       "that builds inference engines only")
+
+
 def test_truncated_csv(tmp_path):
     frame, reasons = _timm(tmp_path, GOOD + "resnet18,224,2000.0")
     assert len(frame) == 1 and reasons["line 3"] == "truncated row: 3 of 8 fields"
