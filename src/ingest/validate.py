@@ -2,7 +2,8 @@
 
 Checks: numbers parse (non-numeric text is named), times/sizes are positive, values are physically possible (a
 training step never runs on an inference-only runtime), batch size is present, categorical columns hold known
-values, and exact duplicates (same configuration and same measured values, different file) are kept once. Invariant: ingested + quarantined = read.
+values, and exact duplicates (same configuration and same measured values, different file) are kept once.
+Invariant: ingested + quarantined = read.
 """
 
 from __future__ import annotations
