@@ -82,6 +82,27 @@ def perf_step(pipeline: Pipeline):
     return pipeline.named_steps["features"].named_steps["perf"]
 
 
+def profile_indexes(model) -> list:
+    """The distinct kernel-profile indexes (`ProfileIndex`) a fitted model prices with: its learner's and, where
+    fitted, the by-numbers learner's (usually one shared object). Empty for a model without the physics estimate."""
+    pipes = []
+    if isinstance(model, PhysicsBaselineRegressor):
+        pipes = [model.regressor_, getattr(model, "by_numbers_regressor_", None)]
+    elif hasattr(model, "regressor_"):
+        pipes = [model.regressor_]
+    elif isinstance(model, Pipeline):
+        pipes = [model]
+    found: dict[int, object] = {}
+    for pipe in pipes:
+        try:
+            index = perf_step(pipe).physics
+        except (AttributeError, KeyError):
+            continue
+        if index is not None:
+            found.setdefault(id(index), index)
+    return list(found.values())
+
+
 class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
     """Fits `regressor` (a features + estimator Pipeline) on log(y / t_physics); predicts exp(f(X)) * t_physics.
 

@@ -160,6 +160,34 @@ class ProfileIndex:
     def __len__(self) -> int:
         return len(self.count)
 
+    def add(self, profiles: pd.DataFrame) -> list[tuple[str, int, str]]:
+        """Add the kernel profiles of CNNs this index lacks, in place; keys it holds already stay as they are.
+
+        Why: a CNN nobody measured, described at query time by its definition or an ONNX file
+        (`src.predict.profiles`), is then priced layer by layer like a measured one instead of by its whole-network
+        numbers. The table's own properties (`kernels_per_gmac`) are fixed first, so the rows without a profile
+        are priced as before; the memo of priced rows is dropped (it may hold the CNN priced without its profile).
+        Returns the (model_key, img_size, pass) keys added."""
+        for mode in PASSES_BY_MODE:
+            self.kernels_per_gmac(mode)
+        new = ProfileIndex(profiles)
+        added = [k for k in new.ranges if k not in self.ranges]
+        if not added:
+            return []
+        take = np.concatenate([np.arange(*new.ranges[k]) for k in added])
+        start = len(self.count)
+        for k in added:
+            a, b = new.ranges[k]
+            self.ranges[k] = (start, start + b - a)
+            start += b - a
+        for c in QUANTITIES:
+            self.q[c] = np.concatenate([self.q[c], new.q[c][take]])
+        for name in ("count", "mac", "depthwise", "winograd", "c_out", "out_pixels", "param_elems"):
+            setattr(self, name, np.concatenate([getattr(self, name), getattr(new, name)[take]]))
+        self.models = sorted({k[0] for k in self.ranges})
+        self._cache = {}
+        return added
+
 
 def row_keys(X: pd.DataFrame, tf32: np.ndarray) -> np.ndarray:
     """A 64-bit content key per row: pandas' vectorised hash of the columns X holds, mixed with the TF32 flag

@@ -114,6 +114,7 @@ def cmd_rank(a: argparse.Namespace) -> int:
     from src.predict import report
     from src.predict.gpus import GpuFilter, select_gpus
     from src.predict.model import load
+    from src.predict.profiles import attach_layer_profile
     from src.predict.rank import rank
 
     t_all = time.perf_counter()
@@ -121,6 +122,7 @@ def cmd_rank(a: argparse.Namespace) -> int:
     model = load(a.model_uri, a.conformal)
     t0 = time.perf_counter()
     feats = cnnmod.describe(a.source, a.model, a.onnx, a.params_m, a.gmacs, a.activations_m, a.img_size)
+    profile = attach_layer_profile(model.pipeline, feats, a.mode)  # a CNN nobody measured: priced layer by layer
     t_feat = time.perf_counter() - t0
     t0 = time.perf_counter()
     flt = GpuFilter(a.arch, a.min_memory_gb, a.max_memory_gb, a.min_cc, a.max_cc, a.min_year)
@@ -130,13 +132,16 @@ def cmd_rank(a: argparse.Namespace) -> int:
     res = rank(model, feats, sel, a.batch, a.precision, a.mode, a.layout, a.compile_mode, a.level, seen,
                a.framework, a.framework_version, a.family)
     res.timings.update({"model_load_seconds": model.load_seconds, "feature_extraction_seconds": t_feat,
-                        "gpu_lookup_seconds": t_gpu, "total_seconds": time.perf_counter() - t_all})
+                        "layer_profile_seconds": profile.seconds, "gpu_lookup_seconds": t_gpu,
+                        "total_seconds": time.perf_counter() - t_all})
+    res.notes.insert(0, f"layer profile ({profile.status}): {profile.note}")
     stem = a.stem or f"ranking_{feats.name}_{a.compile_mode}_{a.precision}_{a.mode}".replace("/", "_").replace(" ", "_")
     title = (f"{feats.source}:{feats.name} ({feats.param_count_m:.2f} M params, {feats.gmacs:.3g} GMACs, "
              f"{feats.img_size}px) {a.compile_mode} {a.precision} {a.mode} - model {a.model_uri}")
     meta = {"cnn": feats.as_dict(), "model_uri": a.model_uri, "run_id": model.run_id, "gpus_requested": a.gpus,
             "gpus_skipped": sel.skipped, "batch_sizes": a.batch, "runtime": a.compile_mode, "precision": a.precision,
-            "mode": a.mode}
+            "mode": a.mode, "layer_profile": {"status": profile.status, "note": profile.note,
+                                              "kernels": profile.kernels}}
     paths = report.save(res, Path(a.out), stem, title, meta)
     print(report.console_table(res.table, a.top))
     if sel.skipped:

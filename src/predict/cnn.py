@@ -12,6 +12,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ZOO_PYTHON_ENV = "CNNPERF_ZOO_PYTHON"
@@ -36,6 +37,7 @@ class CnnFeatures:
     route: str  # "explicit", "zoo-inprocess", "zoo-subprocess"
     extraction_seconds: float = 0.0
     extra: dict = field(default_factory=dict)
+    zoo_name: str = ""  # the name (or ONNX path) the zoo builds it from; empty for explicit numbers
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -86,15 +88,55 @@ def zoo_python() -> Path | None:
     return p if p.exists() else None
 
 
-def _zoo_subprocess(python: Path, source: str, model: str, img_size: int | None) -> dict:
-    proc = subprocess.run([str(python), "-c", _SUBPROCESS_CODE, source, model, str(img_size or "")],
+def _run_zoo(python: Path, code: str, source: str, model: str, *args: str) -> str:
+    """Run `code` in the zoo venv; its payload is the last stdout line after the @@ZOO@@ marker."""
+    proc = subprocess.run([str(python), "-c", code, source, model, *args],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=900,
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     marker = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@ZOO@@")]
     if proc.returncode != 0 or not marker:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise CnnSpecError(f"zoo ({python}) could not build {source}:{model}: {' | '.join(tail)}")
-    return json.loads(marker[-1][len("@@ZOO@@"):])
+    return marker[-1][len("@@ZOO@@"):]
+
+
+def _zoo_subprocess(python: Path, source: str, model: str, img_size: int | None) -> dict:
+    return json.loads(_run_zoo(python, _SUBPROCESS_CODE, source, model, str(img_size or "")))
+
+
+_LAYERS_CODE = (
+    "import sys\n"
+    "from src.zoo.layers import layer_table\n"
+    "s=sys.argv[3]\n"
+    "df=layer_table(sys.argv[1], sys.argv[2], int(s) if s else None, passes=tuple(sys.argv[4].split(',')))\n"
+    "print('@@ZOO@@'+df.to_json(orient='split', index=False))\n"
+)
+
+
+def layer_rows(source: str, model: str, img_size: int | None, passes: tuple[str, ...]) -> Any:
+    """The per-layer table (src/zoo/layers.py; an ONNX file: src/zoo/onnx_layers.py) of the passes asked, built in
+    this process when its framework imports, else in the zoo venv. Raises CnnSpecError naming the CNN and why."""
+    import io
+
+    import pandas as pd
+
+    try:
+        from src.zoo.layers import layer_table
+
+        return layer_table(source, model, img_size, passes=passes)
+    except ImportError as exc:
+        missing = f"missing here: {exc}"
+    except Exception as exc:  # noqa: BLE001 - the zoo's own errors carry the useful message
+        if type(exc).__name__ != "MissingFrameworkError":
+            raise CnnSpecError(f"no per-layer table for {source}:{model}: {exc}") from exc
+        missing = f"missing here: {exc}"
+    py = zoo_python()
+    if py is None:
+        raise CnnSpecError(f"no per-layer table for {source}:{model}: the framework is not installed in this venv "
+                           f"({missing}) and no zoo venv was found (set {ZOO_PYTHON_ENV} or create "
+                           f"{DEFAULT_ZOO_PYTHON})")
+    payload = _run_zoo(py, _LAYERS_CODE, source, model, str(img_size or ""), ",".join(passes))
+    return pd.read_json(io.StringIO(payload), orient="split")
 
 
 def from_zoo(source: str, model: str, img_size: int | None = None) -> CnnFeatures:
@@ -128,7 +170,7 @@ def from_zoo(source: str, model: str, img_size: int | None = None) -> CnnFeature
     extra = {k: v for k, v in feats.items() if k not in STATIC_KEYS and k not in ("model", "source", "img_size")}
     return CnnFeatures(str(feats.get("model", model)), source, int(feats["img_size"]), float(feats["param_count_m"]),
                        float(feats["gmacs"]), float(feats["activations_m"]), route,
-                       time.perf_counter() - t0, extra)
+                       time.perf_counter() - t0, extra, zoo_name=model)
 
 
 def describe(args_source: str | None, args_model: str | None, onnx: str | None, params_m: float | None,

@@ -65,8 +65,9 @@ def cmd_layers(args: argparse.Namespace) -> int:
     if _needs_jax(source, args.model):
         raise SystemExit(f"error: {args.model} builds only on Keras' JAX backend; per-layer tables record torch "
                          "operators (Keras' torch backend), so it is not supported")
-    passes = PASSES if args.passes == "all" else tuple(dict.fromkeys(
-        ["forward"] if args.passes == "forward" else ["train_forward", "backward"]))
+    which = args.passes or ("forward" if source == "onnx" else "all")  # an ONNX file is an inference graph
+    passes = PASSES if which == "all" else tuple(dict.fromkeys(
+        ["forward"] if which == "forward" else ["train_forward", "backward"]))
     df = layer_table(source, args.model, args.input_size, passes=passes)
     priced = price(df, args.batch, args.precision)
     totals = sums(df, args.batch, args.precision)
@@ -74,6 +75,10 @@ def cmd_layers(args: argparse.Namespace) -> int:
             "batch_size": args.batch, "precision": args.precision, "framework": df.attrs["framework"],
             "build": df.attrs["build"], "fitted_batches": {k: list(v) for k, v in df.attrs["batches"].items()},
             "seconds": round(df.attrs["seconds"], 3)}
+    if df.attrs.get("unclassified_ops"):
+        meta["unclassified_ops"] = df.attrs["unclassified_ops"]
+        print(f"warning: ONNX op types priced by their bytes only (no FLOP rule): {df.attrs['unclassified_ops']}",
+              file=sys.stderr)
     if args.json:
         cols = [c for c in priced.columns if c not in ("zoo_source", "zoo_model", "img_size")]
         rows = [{k: v for k, v in r.items() if v is not None and v == v}
@@ -290,14 +295,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="only model keys matching these shell patterns, computed even if the tables hold them "
                          "(e.g. after a change in how they compile); cached failures are retried")
     yp = sub.add_parser("layers", help="per-operator table of one model (meta device; src/zoo/layers.py)")
-    yp.add_argument("--source", required=True, help="keras | torchvision | timm (onnx: not supported)")
-    yp.add_argument("--model", required=True, help="model name")
+    yp.add_argument("--source", required=True, help="keras | torchvision | timm | onnx")
+    yp.add_argument("--model", required=True, help="model name (or ONNX file path with --source onnx)")
     yp.add_argument("--input-size", type=int, default=None, help="square input size (default: model's)")
     yp.add_argument("--batch", type=int, default=1, help="batch size the table is priced at (default 1)")
     yp.add_argument("--precision", default="fp32", help="element size for bytes: fp32 (default), fp16, bf16, "
                                                          "amp_fp16, int8, fp64, ...")
-    yp.add_argument("--passes", choices=("forward", "training", "all"), default="all",
-                    help="forward (inference), training (train_forward + backward) or all (default)")
+    yp.add_argument("--passes", choices=("forward", "training", "all"), default=None,
+                    help="forward (inference), training (train_forward + backward) or all (default; an ONNX file "
+                         "has the forward pass only)")
     yp.add_argument("--all-ops", action="store_true", help="text output: also ops that launch no kernel")
     yp.add_argument("--max-rows", type=int, default=None, help="text output: at most this many rows")
     yp.add_argument("--json", action="store_true", help="print one JSON object (every op, and the sums)")

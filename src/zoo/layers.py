@@ -494,7 +494,8 @@ def _keras_fused_batch_norm() -> Iterator[None]:
 
 
 def build_meta(source: str, name: str, input_size: int | None) -> tuple[Built, str]:
-    """Build a model with random-free meta weights; returns (built, how) with how = 'meta' or 'cpu_to_meta'.
+    """Build a model with random-free meta weights; returns (built, how) with how = 'meta' or 'cpu_to_meta'
+    ('graph' for an ONNX file, which is read as it is: src/zoo/onnx_layers.py).
 
     torch models are constructed under `torch.device("meta")`; a constructor that needs real values (`.item()`
     on an init tensor) is built on the CPU and moved to meta. Keras applications are built under
@@ -504,11 +505,8 @@ def build_meta(source: str, name: str, input_size: int | None) -> tuple[Built, s
     from src.zoo.resolve import build
 
     src = check_source(source)
-    if src == "onnx":
-        raise UnsupportedModelError(
-            "per-layer tables of an ONNX file: not supported (the table records the aten operators of a torch or "
-            "Keras definition run on the meta device; an ONNX graph has no torch definition to run). Use its "
-            "torchvision/timm/Keras name, or `static` for an ONNX file's totals")
+    if src == "onnx":  # a graph, not a definition to run: src/zoo/onnx_layers.py reads it as it is
+        return build(src, name, input_size), "graph"
     if src == "keras":
         try:
             import keras
@@ -691,16 +689,21 @@ def layer_rows(built: Built, passes: tuple[str, ...] = PASSES) -> tuple[list[dic
     return rows, notes
 
 
-def layer_table(source: str, name: str, input_size: int | None = None, passes: tuple[str, ...] = PASSES,
+def layer_table(source: str, name: str, input_size: int | None = None, passes: tuple[str, ...] | None = None,
                 built: Built | None = None) -> Any:
-    """The per-layer DataFrame of one model (all passes); `attrs` hold source, model, img_size, seconds."""
+    """The per-layer DataFrame of one model (default: all passes; an ONNX file: the forward pass, all it has);
+    `attrs` hold source, model, img_size, seconds."""
     import pandas as pd
 
     t0 = time.perf_counter()
     how = "given"
     if built is None:
         built, how = build_meta(source, name, input_size)
-    rows, notes = layer_rows(built, passes)
+    if built.framework == "onnx":
+        from src.zoo.onnx_layers import onnx_layer_table
+
+        return onnx_layer_table(built, passes or ("forward",))
+    rows, notes = layer_rows(built, passes or PASSES)
     df = pd.DataFrame(rows)
     df.insert(0, "zoo_model", built.spec.name)
     df.insert(0, "zoo_source", built.spec.source)

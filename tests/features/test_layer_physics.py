@@ -292,3 +292,25 @@ def test_a_row_without_a_profile_is_priced_the_same_alone_or_in_a_frame(index):
 def test_kernels_per_gmac_by_hand():
     toy = one_kernel_index(flops=2e9, elems=1e6, c_out=64, out_pixels=1024)  # 3 launches of 1 GMAC each
     assert toy.kernels_per_gmac("inference") == pytest.approx(3 / 3.0)
+
+
+def test_a_profile_added_later_prices_as_one_there_from_the_start():
+    """`ProfileIndex.add` (a CNN described at query time): the added CNN prices exactly as in an index built with
+    it; known keys stay; the memo is dropped; the kernels-per-GMAC property stays that of the original table."""
+    keys = ["resnet18", "mobilenetv2_100", "densenet121"]
+    layers = pd.read_parquet(LAYERS, columns=LAYER_COLUMNS, filters=[("model_key", "in", keys)])
+    layers = layers.loc[layers["img_size"] == 224]
+    full = ProfileIndex(kernel_profiles(layers))
+    part = ProfileIndex(kernel_profiles(layers.loc[layers["model_key"] != "densenet121"]))
+    per_gmac = {m: part.kernels_per_gmac(m) for m in ("inference", "training")}
+    X = pd.concat([rows(["Tesla T4", "GeForce RTX 4090"], model_key=k, mode=m, batch_size=b)
+                   for k in keys for m, b in (("inference", 1), ("training", 32))], ignore_index=True)
+    before = cached_price(X, part, PhysicsConstants())
+    assert before.loc[X["model_key"] == "densenet121", "has_layer_profile"].eq(0.0).all()
+    added = part.add(kernel_profiles(layers.loc[layers["model_key"] == "densenet121"]))
+    assert sorted({k[0] for k in added}) == ["densenet121"] and all(k[1] == 224 for k in added)
+    assert part._cache == {} and len(part) == len(full) and part.has("densenet121", 224, "training")
+    pd.testing.assert_frame_equal(cached_price(X, part, PhysicsConstants()), price_rows(X, full))
+    assert {m: part.kernels_per_gmac(m) for m in per_gmac} == per_gmac
+    assert part.add(kernel_profiles(layers.loc[layers["model_key"] == "resnet18"])) == []
+    pd.testing.assert_frame_equal(price_rows(X, part), price_rows(X, full))

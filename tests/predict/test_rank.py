@@ -136,3 +136,53 @@ def test_cli_rank_for_a_runtime(calibrated, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main([*args, "--runtime", "onnx"])
     assert exc.value.code == 2 and "invalid choice: 'onnx'" in capsys.readouterr().err
+
+
+def _tiny_onnx(path):
+    """A small CNN no source measured, exported to ONNX by torch as a user would (dynamic batch axis)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (profiling / zoo-ci extra)")
+    pytest.importorskip("onnx", reason="onnx is not installed (zoo / zoo-ci extra)")
+    from torch import nn
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 32, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, padding=1),
+                        nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10)).eval()
+    torch.onnx.export(net, torch.randn(1, 3, 224, 224), str(path), dynamo=False, opset_version=17,
+                      input_names=["input"], output_names=["output"], dynamic_axes={"input": {0: "batch"}})
+    return path
+
+
+def test_an_onnx_cnn_nobody_measured_is_priced_layer_by_layer(calibrated, tmp_path, capsys):
+    """`--onnx FILE`: the CNN's per-layer table becomes a kernel profile in the loaded model, so it is priced kernel
+    by kernel (not from its whole-network numbers); the same numbers given by hand are priced by them and differ."""
+    from src.features.baseline import perf_step
+    from src.predict.profiles import attach_layer_profile
+
+    path = _tiny_onnx(tmp_path / "tiny.onnx")
+    gpus = ["GeForce RTX 3090", "Tesla T4", "H100 PCIe 80 GB"]
+    args = ["--model-uri", calibrated["uri"], "--conformal", calibrated["conformal"], "--batch", "1", "64",
+            "--gpus", *gpus, "--out", str(tmp_path)]
+    assert main([*args, "--onnx", str(path), "--stem", "onnx"]) == 0
+    out = capsys.readouterr().out
+    assert "layer profile (added)" in out and "priced layer by layer from its 9 kernels" in out
+    meta = json.loads((tmp_path / "onnx.json").read_text())
+    assert meta["layer_profile"]["status"] == "added" and meta["layer_profile"]["kernels"] == 9
+    cnn = meta["cnn"]
+    numbers = ["--params-m", str(cnn["param_count_m"]), "--gmacs", str(cnn["gmacs"]), "--activations-m",
+               str(cnn["activations_m"]), "--img-size", "224"]
+    assert main([*args, "--model", "tiny", *numbers, "--stem", "numbers"]) == 0
+    assert "layer profile (by_numbers)" in capsys.readouterr().out
+    by_layers, by_numbers = pd.read_csv(tmp_path / "onnx.csv"), pd.read_csv(tmp_path / "numbers.csv")
+    both = by_layers.merge(by_numbers, on=["gpu", "batch_size"], suffixes=("_layers", "_numbers"))
+    assert len(both) == 6 and (both["latency_ms_layers"] > 0).all()
+    assert not np.allclose(both["latency_ms_layers"], both["latency_ms_numbers"], rtol=1e-3)
+    # in this process: the profile is in the model's index for inference; a training step of an ONNX file is not
+    model = load(calibrated["uri"])
+    feats = describe(None, None, str(path), None, None, None, None)
+    assert attach_layer_profile(model.pipeline, feats, "training").status == "by_numbers"
+    outcome = attach_layer_profile(model.pipeline, feats, "inference")
+    assert outcome.status == "added" and "9 kernels" in outcome.note
+    index = perf_step(model.pipeline.regressor_).physics
+    assert index.has(feats.name, 224, "inference") and not index.has(feats.name, 224, "training")
+    assert attach_layer_profile(model.pipeline, feats, "inference").status == "known"

@@ -366,11 +366,6 @@ def test_cli_unknown_name_exits_2_with_close_matches():
     assert p.returncode == 2 and "MobileNetV2" in p.stderr
 
 
-def test_cli_onnx_is_refused_with_a_reason():
-    p = _cli("--source", "onnx", "--model", "model.onnx")
-    assert p.returncode == 1 and "not supported" in p.stderr
-
-
 @pytest.mark.skipif(not HAS_KERAS, reason="Keras is not installed (zoo / zoo-ci extra)")
 def test_cli_json_of_a_keras_model():
     p = _cli("--source", "keras", "--model", "MobileNet", "--input-size", "64", "--batch", "4", "--passes",
