@@ -319,7 +319,12 @@ def onnx_layer_rows(model: Any, img_size: int, where: str = "ONNX graph") -> lis
     for b in BATCHES:
         shapes = _infer(model, b, img_size, where)
         outs = [shapes.get(o.name) for o in model.graph.output]
-        if any(s is None or not s[1] or s[1][0] != b for s in outs):
+        if any(s is None or not s[1] or s[1][0] < 0 for s in outs):
+            raise OnnxGraphError(f"{where}: ONNX shape inference could not resolve the outputs' shapes "
+                                 f"{[s[1] if s else None for s in outs]} at batch {b}: the graph computes a shape at "
+                                 "run time that inference does not propagate (a Reshape fed by Shape arithmetic); "
+                                 "simplify the graph (e.g. onnxsim) or export it with constant shapes")
+        if any(s[1][0] != b for s in outs):
             raise OnnxGraphError(f"{where}: at batch {b} the graph outputs have shapes "
                                  f"{[s[1] if s else None for s in outs]}: the graph fixes its batch size (a Reshape "
                                  "to a constant shape?), so per-sample costs cannot be told from fixed ones; export "
