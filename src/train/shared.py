@@ -9,7 +9,9 @@ join it by name (`python -m src.train.worker`). Everything below is Optuna's own
   create any other, so the study ends with exactly `budget` finished trials whatever the number of workers;
 - heartbeats: every running trial beats every `heartbeat_interval` s; a trial silent for `grace_period` s (its
   worker was killed) is failed by the next worker that looks, and Optuna's RetryHeartbeatStaleTrialCallback
-  (formerly RetryFailedTrialCallback) re-queues it with the same parameters; its MLflow run is closed FAILED;
+  (formerly RetryFailedTrialCallback) re-queues it with the same parameters; its MLflow run is closed FAILED.
+  A RUNNING trial with no heartbeat at all (a pop the database committed but whose reply a restart lost: nobody
+  runs it) is failed and re-queued the same way once a worker has seen it so for `grace_period` s;
 - a lost database connection (server restart) is waited out with exponential back-off; past `storage_retries`
   tries the worker stops with `StorageUnavailable` (finished trials are kept: rerunning resumes the study).
 """
@@ -29,6 +31,8 @@ from dataclasses import dataclass, fields
 import optuna
 from optuna.exceptions import DuplicatedStudyError, ExperimentalWarning
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.storages._rdb import models  # the tables (RDBStorage's own, private): trials never heartbeated
+from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import FrozenTrial, TrialState
 
 log = logging.getLogger("cnnperf.shared")
@@ -116,7 +120,12 @@ def worker_seed(seed: int) -> int:
 
 
 class SharedStorage(RDBStorage):
-    """RDBStorage that creates trials only from a template (the queue), beats through outages, beats at once."""
+    """RDBStorage that creates trials only from a template (the queue), beats through outages, beats at once,
+    and fails trials that never beat."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._silent_since: dict[int, dict[int, float]] = {}  # study id -> trial id -> first seen without beat
 
     def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
         return self._create_new_trial(study_id, template_trial)._trial_id
@@ -137,6 +146,25 @@ class SharedStorage(RDBStorage):
                 raise
             log.warning("trial id %d: heartbeat not recorded (database unreachable), next in %s s", trial_id,
                         self.heartbeat_interval)
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        # Optuna skips a RUNNING trial that never beat. A live worker beats as it pops (`set_trial_state_values`)
+        # and again every `heartbeat_interval` s, so one still silent after `grace_period` s of this worker's
+        # own clock (no clock shared with other hosts is needed) was popped by nobody alive: stale too.
+        stale = super()._get_stale_trial_ids(study_id)
+        now, before = time.monotonic(), self._silent_since.get(study_id, {})
+        since = {tid: before.get(tid, now) for tid in self._never_beat(study_id)}
+        self._silent_since[study_id] = since
+        grace = self.grace_period or 2 * self.heartbeat_interval
+        return stale + [tid for tid, t0 in since.items() if now - t0 > grace]
+
+    def _never_beat(self, study_id: int) -> list[int]:
+        with _create_scoped_session(self.scoped_session) as session:
+            rows = (session.query(models.TrialModel.trial_id)
+                    .outerjoin(models.TrialHeartbeatModel)
+                    .filter(models.TrialModel.study_id == study_id, models.TrialModel.state == TrialState.RUNNING,
+                            models.TrialHeartbeatModel.trial_heartbeat_id.is_(None)).all())
+        return [tid for (tid,) in rows]
 
     def set_trial_state_values(self, trial_id: int, state: TrialState, values=None) -> bool:
         changed = super().set_trial_state_values(trial_id, state=state, values=values)

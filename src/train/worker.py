@@ -9,11 +9,13 @@ runs no further trial, refits the best parameters and logs, exactly as a one-pro
 
 Exit codes: 0 done; 2 configuration or study mismatch; 3 database unreachable after every retry (finished
 trials are kept: start the worker again to resume). SIGTERM and Ctrl-C re-queue the running trial first.
+A worker that seems stuck prints every thread's stack to its log on SIGUSR1 (`kill -USR1 PID`) and runs on.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
@@ -133,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # two lines per trial otherwise
     signal.signal(signal.SIGTERM, _stop)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # where a stuck worker waits, without stopping it
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else [None]
     unknown = sorted(set(models) - set(MODELS) - {None})
     if unknown:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
@@ -21,11 +23,16 @@ def start_worker(overrides: list[str], log: Path, models: str = "dt", env: dict 
 
 
 def wait_all(procs: list[subprocess.Popen], timeout: float = 240) -> list[int]:
+    """Exit codes; a worker still running after `timeout` (shared by all) first prints its threads' stacks to its
+    log (SIGUSR1, src/train/worker.py), so that the failing test shows where it was stuck, then is killed."""
+    deadline = time.monotonic() + timeout
     codes = []
     for p in procs:
         try:
-            codes.append(p.wait(timeout=timeout))
+            codes.append(p.wait(timeout=max(deadline - time.monotonic(), 1.0)))
         except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGUSR1)
+            time.sleep(2)
             p.kill()
             codes.append(p.wait())
     return codes

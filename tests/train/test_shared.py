@@ -119,6 +119,22 @@ def test_trial_of_a_dead_worker_goes_stale_and_is_retried(url):
     assert study.trials[dead.number].state.name == "FAIL"
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_a_pop_whose_reply_was_lost_is_failed_and_retried(url):
+    """A worker pops a trial, the database commits RUNNING, and the reply is lost (a restart in between): no worker
+    runs it and it has no heartbeat row, which Optuna never finds stale. Unheld, every worker drained forever."""
+    study = shared.join("s", url, 0, 3, None, POLICY)
+    backend = study._storage._backend
+    [orphan, *_] = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert optuna.storages.RDBStorage.set_trial_state_values(backend, orphan._trial_id,
+                                                             optuna.trial.TrialState.RUNNING)
+    now = shared.run_queue(study, objective, POLICY)
+    assert now == {"COMPLETE": 3, "PRUNED": 0, "FAIL": 1, "RUNNING": 0, "WAITING": 0, "retried": 1}
+    assert study.trials[orphan.number].state.name == "FAIL"
+    [retry] = [t for t in study.trials if t.system_attrs.get("failed_trial") == orphan.number]
+    assert retry.state.name == "COMPLETE"
+
+
 def test_storage_that_stays_down_stops_with_a_clear_message(url, monkeypatch):
     study = shared.join("s", url, 0, 2, None, POLICY)
     down = sqlalchemy.exc.OperationalError("SELECT 1", {}, ConnectionError("connection refused"))
