@@ -13,6 +13,8 @@ q = q_fixed + q_per_sample x batch from shape inference at batch 1 and 8), with 
   passes raises `UnsupportedModelError`.
 - Nodes that compute only from initializers, constants or shapes (shape arithmetic, weight transposes) are
   folded by every ONNX runtime before the first inference: they are rows of kind `view` that launch nothing.
+  Where ONNX's data propagation cannot follow such shape arithmetic (a Div of a channel count), it is folded
+  here too, with ONNX's reference evaluator, so that shape inference knows every size (`_fold_shape_arithmetic`).
 - Reshape, Flatten, Squeeze, Unsqueeze, Identity and inference Dropout are views (no kernel), as in eager
   PyTorch; Transpose, Slice, Split, Cast, Expand and Tile write a new tensor (`copy`).
 - An operator type outside the tables below is kept as a row of kind `other` (its bytes priced, no FLOPs) and
@@ -29,6 +31,8 @@ from typing import Any
 from src.zoo.resolve import Built, UnsupportedModelError
 
 BATCHES = (1, 8)  # the two batch sizes each quantity is fitted from (as the recorder's inference pair)
+_FOLD_LIMIT = 4096  # elements: shape arithmetic is folded, weight-sized tensors are left to the runtime
+_FOLD_ROUNDS = 64  # fold -> infer rounds; each resolves at least one more run-time size, or folding stops
 
 _VIEW = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
 _COPY = {"Transpose", "Slice", "Split", "Cast", "CastLike", "Expand", "Tile"}
@@ -102,15 +106,8 @@ def _with_input_shape(model: Any, batch: int, img_size: int) -> Any:
     return m
 
 
-def _infer(model: Any, batch: int, img_size: int, where: str) -> dict[str, tuple[int, tuple[int, ...]]]:
-    """Tensor name -> (element type, shape) at this batch and input size, from ONNX shape inference."""
-    from onnx import shape_inference
-
-    m = _with_input_shape(model, batch, img_size)
-    try:
-        inferred = shape_inference.infer_shapes(m, check_type=False, strict_mode=True, data_prop=True)
-    except Exception as exc:  # noqa: BLE001 - onnx raises its own InferenceError / ValidationError types
-        raise OnnxGraphError(f"{where}: ONNX shape inference failed at batch {batch}, {img_size} px: {exc}") from exc
+def _tensor_shapes(inferred: Any) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Tensor name -> (element type, shape; -1 where unknown) of an inferred model."""
     out: dict[str, tuple[int, tuple[int, ...]]] = {}
     for t in inferred.graph.initializer:
         out[t.name] = (int(t.data_type), tuple(int(d) for d in t.dims))
@@ -126,6 +123,91 @@ def _infer(model: Any, batch: int, img_size: int, where: str) -> dict[str, tuple
             if val is not None and hasattr(val, "dims"):
                 out[node.output[0]] = (int(val.data_type), tuple(int(d) for d in val.dims))
     return out
+
+
+def _unresolved(model: Any, shapes: dict[str, tuple[int, tuple[int, ...]]]) -> bool:
+    """Whether some node output has no shape or an unknown dimension."""
+    return any(o and (o not in shapes or -1 in shapes[o][1]) for n in model.graph.node for o in n.output)
+
+
+def _fold_value(node: Any, values: dict[str, Any], shapes: dict, opset: int) -> list[Any] | None:
+    """The outputs of a node that only shapes and small constants feed (None if it has others or is too big):
+    what every ONNX runtime folds before the first inference."""
+    import numpy as np
+    from onnx.reference import ReferenceEvaluator
+
+    if node.domain not in ("", "ai.onnx") or node.op_type in _RANDOM | _CONTROL_FLOW | {"Constant"}:
+        return None
+    if node.op_type in ("Shape", "Size"):
+        dims = shapes.get(node.input[0], (0, None))[1]
+        if dims is None or -1 in dims:
+            return None
+        if node.op_type == "Size":
+            return [np.array(_numel(dims), dtype=np.int64)]
+        rank = len(dims)
+        start, end = int(_attr(node, "start", 0)), _attr(node, "end")
+        end = rank if end is None else int(end)
+        return [np.array(dims[max(start + rank if start < 0 else start, 0):end + rank if end < 0 else end],
+                         dtype=np.int64)]
+    if not node.input or any(i and i not in values for i in node.input):
+        return None
+    try:
+        outs = ReferenceEvaluator(node, opsets={"": opset}).run(None, {i: values[i] for i in node.input if i})
+    except Exception:  # noqa: BLE001 - not foldable here: inference keeps the size unknown and says so later
+        return None
+    outs = [np.asarray(o) for o in outs]
+    return outs if all(o.size <= _FOLD_LIMIT for o in outs) else None
+
+
+def _fold_shape_arithmetic(model: Any, shapes: dict[str, tuple[int, tuple[int, ...]]]) -> tuple[Any, dict]:
+    """Shape inference stops at a Reshape, Slice or Pad whose sizes the graph computes at run time from Shape nodes
+    with arithmetic that ONNX's data propagation lacks (e.g. Div of a channel count: a channel shuffle). Replace
+    each node that only shapes and small constants feed by a Constant of its value (ONNX's reference evaluator),
+    and infer again, until every size is known or nothing more folds. Returns the folded model and its shapes."""
+    import onnx
+    from onnx import numpy_helper, shape_inference
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+    small = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if _numel(tuple(t.dims)) <= _FOLD_LIMIT}
+    for _ in range(_FOLD_ROUNDS):
+        values = dict(small)
+        nodes, folded = [], 0
+        for node in model.graph.node:
+            if node.op_type == "Constant" and _attr(node, "value") is not None:
+                values[node.output[0]] = numpy_helper.to_array(_attr(node, "value"))
+            outs = _fold_value(node, values, shapes, opset)
+            if outs is None:
+                nodes.append(node)
+                continue
+            folded += 1
+            for name, val in zip(node.output, outs, strict=False):
+                values[name] = val
+                nodes.append(onnx.helper.make_node("Constant", [], [name], value=numpy_helper.from_array(val, name)))
+        if not folded:
+            break
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+        shapes = _tensor_shapes(shape_inference.infer_shapes(model, check_type=False, strict_mode=True,
+                                                             data_prop=True))
+        if not _unresolved(model, shapes):
+            break
+    return model, shapes
+
+
+def _infer(model: Any, batch: int, img_size: int, where: str) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Tensor name -> (element type, shape) at this batch and input size, from ONNX shape inference (after
+    folding run-time shape arithmetic where inference alone leaves a size unknown)."""
+    from onnx import shape_inference
+
+    m = _with_input_shape(model, batch, img_size)
+    try:
+        shapes = _tensor_shapes(shape_inference.infer_shapes(m, check_type=False, strict_mode=True, data_prop=True))
+        if _unresolved(m, shapes):
+            _, folded = _fold_shape_arithmetic(m, shapes)
+            shapes = {**folded, **{k: v for k, v in shapes.items() if k not in folded}}
+    except Exception as exc:  # noqa: BLE001 - onnx raises its own InferenceError / ValidationError types
+        raise OnnxGraphError(f"{where}: ONNX shape inference failed at batch {batch}, {img_size} px: {exc}") from exc
+    return shapes
 
 
 def _numel(shape: tuple[int, ...]) -> int:
