@@ -14,7 +14,10 @@ q = q_fixed + q_per_sample x batch from shape inference at batch 1 and 8), with 
 - Nodes that compute only from initializers, constants or shapes (shape arithmetic, weight transposes) are
   folded by every ONNX runtime before the first inference: they are rows of kind `view` that launch nothing.
   Where ONNX's data propagation cannot follow such shape arithmetic (a Div of a channel count), it is folded
-  here too, with ONNX's reference evaluator, so that shape inference knows every size (`_fold_shape_arithmetic`).
+  here too, with ONNX's reference evaluator, so that shape inference knows every size (src/zoo/onnx_shapes.py).
+- Node groups that an exporter writes for one eager kernel (Linear as MatMul + Add, exact GELU as five nodes,
+  SiLU as Sigmoid + Mul, GroupNorm as InstanceNormalization + affine) are priced as that kernel
+  (`exporter_patterns`), since the learner's correction was learnt on eager PyTorch's kernels.
 - Reshape, Flatten, Squeeze, Unsqueeze, Identity and inference Dropout are views (no kernel), as in eager
   PyTorch; Transpose, Slice, Split, Cast, Expand and Tile write a new tensor (`copy`).
 - An operator type outside the tables below is kept as a row of kind `other` (its bytes priced, no FLOPs) and
@@ -24,15 +27,16 @@ q = q_fixed + q_per_sample x batch from shape inference at batch 1 and 8), with 
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
+from src.zoo.onnx_shapes import OnnxGraphError, infer_shapes_at
+from src.zoo.onnx_shapes import attr as _attr
+from src.zoo.onnx_shapes import numel as _numel
 from src.zoo.resolve import Built, UnsupportedModelError
 
 BATCHES = (1, 8)  # the two batch sizes each quantity is fitted from (as the recorder's inference pair)
-_FOLD_LIMIT = 4096  # elements: shape arithmetic is folded, weight-sized tensors are left to the runtime
-_FOLD_ROUNDS = 64  # fold -> infer rounds; each resolves at least one more run-time size, or folding stops
+EXPORTER_GROUPS = ("MatMul+Add", "Gelu", "Silu", "GroupNorm")  # `op` of a row that prices an exporter's node group
 
 _VIEW = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
 _COPY = {"Transpose", "Slice", "Split", "Cast", "CastLike", "Expand", "Tile"}
@@ -60,19 +64,6 @@ _TYPE_BYTES = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12:
                19: 1, 20: 1, 21: 1, 22: 1, 23: 1}
 
 
-class OnnxGraphError(ValueError):
-    """The graph cannot be decomposed at these shapes (message names the node, its op type and the tensor)."""
-
-
-def _attr(node: Any, name: str, default: Any = None) -> Any:
-    from onnx import helper
-
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
-
-
 def _node_label(node: Any, i: int) -> str:
     return f"node {i} {node.name or '(unnamed)'!r} ({node.op_type})"
 
@@ -85,133 +76,6 @@ def image_input(model: Any) -> Any:
         raise UnsupportedModelError(f"the graph has {len(inputs)} activation inputs "
                                     f"({[i.name for i in inputs]}); a per-layer table needs exactly one (the image)")
     return inputs[0]
-
-
-def _with_input_shape(model: Any, batch: int, img_size: int) -> Any:
-    """A copy of the model whose image input is (batch, C, img_size, img_size), intermediate shapes cleared."""
-    import onnx
-
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    inits = {t.name for t in m.graph.initializer}
-    inp = next(i for i in m.graph.input if i.name not in inits)
-    dims = inp.type.tensor_type.shape.dim
-    channels = dims[1].dim_value if len(dims) > 1 and dims[1].dim_value > 0 else 3
-    del dims[:]
-    for v in (batch, channels, img_size, img_size):
-        dims.add().dim_value = v
-    del m.graph.value_info[:]
-    for out in m.graph.output:  # an exported output may fix the batch the file was exported at
-        out.type.tensor_type.ClearField("shape")
-    return m
-
-
-def _tensor_shapes(inferred: Any) -> dict[str, tuple[int, tuple[int, ...]]]:
-    """Tensor name -> (element type, shape; -1 where unknown) of an inferred model."""
-    out: dict[str, tuple[int, tuple[int, ...]]] = {}
-    for t in inferred.graph.initializer:
-        out[t.name] = (int(t.data_type), tuple(int(d) for d in t.dims))
-    for vi in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
-        tt = vi.type.tensor_type
-        if not tt.HasField("shape"):
-            continue
-        dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim)
-        out[vi.name] = (int(tt.elem_type), dims)
-    for node in inferred.graph.node:  # Constant nodes carry their tensor as an attribute
-        if node.op_type == "Constant" and node.output[0] not in out:
-            val = _attr(node, "value")
-            if val is not None and hasattr(val, "dims"):
-                out[node.output[0]] = (int(val.data_type), tuple(int(d) for d in val.dims))
-    return out
-
-
-def _unresolved(model: Any, shapes: dict[str, tuple[int, tuple[int, ...]]]) -> bool:
-    """Whether some node output has no shape or an unknown dimension."""
-    return any(o and (o not in shapes or -1 in shapes[o][1]) for n in model.graph.node for o in n.output)
-
-
-def _fold_value(node: Any, values: dict[str, Any], shapes: dict, opset: int) -> list[Any] | None:
-    """The outputs of a node that only shapes and small constants feed (None if it has others or is too big):
-    what every ONNX runtime folds before the first inference."""
-    import numpy as np
-    from onnx.reference import ReferenceEvaluator
-
-    if node.domain not in ("", "ai.onnx") or node.op_type in _RANDOM | _CONTROL_FLOW | {"Constant"}:
-        return None
-    if node.op_type in ("Shape", "Size"):
-        dims = shapes.get(node.input[0], (0, None))[1]
-        if dims is None or -1 in dims:
-            return None
-        if node.op_type == "Size":
-            return [np.array(_numel(dims), dtype=np.int64)]
-        rank = len(dims)
-        start, end = int(_attr(node, "start", 0)), _attr(node, "end")
-        end = rank if end is None else int(end)
-        return [np.array(dims[max(start + rank if start < 0 else start, 0):end + rank if end < 0 else end],
-                         dtype=np.int64)]
-    if not node.input or any(i and i not in values for i in node.input):
-        return None
-    try:
-        outs = ReferenceEvaluator(node, opsets={"": opset}).run(None, {i: values[i] for i in node.input if i})
-    except Exception:  # noqa: BLE001 - not foldable here: inference keeps the size unknown and says so later
-        return None
-    outs = [np.asarray(o) for o in outs]
-    return outs if all(o.size <= _FOLD_LIMIT for o in outs) else None
-
-
-def _fold_shape_arithmetic(model: Any, shapes: dict[str, tuple[int, tuple[int, ...]]]) -> tuple[Any, dict]:
-    """Shape inference stops at a Reshape, Slice or Pad whose sizes the graph computes at run time from Shape nodes
-    with arithmetic that ONNX's data propagation lacks (e.g. Div of a channel count: a channel shuffle). Replace
-    each node that only shapes and small constants feed by a Constant of its value (ONNX's reference evaluator),
-    and infer again, until every size is known or nothing more folds. Returns the folded model and its shapes."""
-    import onnx
-    from onnx import numpy_helper, shape_inference
-
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
-    small = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if _numel(tuple(t.dims)) <= _FOLD_LIMIT}
-    for _ in range(_FOLD_ROUNDS):
-        values = dict(small)
-        nodes, folded = [], 0
-        for node in model.graph.node:
-            if node.op_type == "Constant" and _attr(node, "value") is not None:
-                values[node.output[0]] = numpy_helper.to_array(_attr(node, "value"))
-            outs = _fold_value(node, values, shapes, opset)
-            if outs is None:
-                nodes.append(node)
-                continue
-            folded += 1
-            for name, val in zip(node.output, outs, strict=False):
-                values[name] = val
-                nodes.append(onnx.helper.make_node("Constant", [], [name], value=numpy_helper.from_array(val, name)))
-        if not folded:
-            break
-        del model.graph.node[:]
-        model.graph.node.extend(nodes)
-        shapes = _tensor_shapes(shape_inference.infer_shapes(model, check_type=False, strict_mode=True,
-                                                             data_prop=True))
-        if not _unresolved(model, shapes):
-            break
-    return model, shapes
-
-
-def _infer(model: Any, batch: int, img_size: int, where: str) -> dict[str, tuple[int, tuple[int, ...]]]:
-    """Tensor name -> (element type, shape) at this batch and input size, from ONNX shape inference (after
-    folding run-time shape arithmetic where inference alone leaves a size unknown)."""
-    from onnx import shape_inference
-
-    m = _with_input_shape(model, batch, img_size)
-    try:
-        shapes = _tensor_shapes(shape_inference.infer_shapes(m, check_type=False, strict_mode=True, data_prop=True))
-        if _unresolved(m, shapes):
-            _, folded = _fold_shape_arithmetic(m, shapes)
-            shapes = {**folded, **{k: v for k, v in shapes.items() if k not in folded}}
-    except Exception as exc:  # noqa: BLE001 - onnx raises its own InferenceError / ValidationError types
-        raise OnnxGraphError(f"{where}: ONNX shape inference failed at batch {batch}, {img_size} px: {exc}") from exc
-    return shapes
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    return int(math.prod(shape))
 
 
 def _static_tensors(model: Any) -> set[str]:
@@ -376,6 +240,101 @@ def _node_quantities(node: Any, shapes: dict, static: set[str], label: str) -> d
             "out_shape": out_shape, "conv": geo}
 
 
+def _consumers(model: Any) -> dict[str, list[int]]:
+    """Tensor name -> indices of the nodes that read it (graph outputs count as a reader, index -1)."""
+    out: dict[str, list[int]] = {}
+    for i, node in enumerate(model.graph.node):
+        for name in dict.fromkeys(n for n in node.input if n):
+            out.setdefault(name, []).append(i)
+    for o in model.graph.output:
+        out.setdefault(o.name, []).append(-1)
+    return out
+
+
+def _only_reader(consumers: dict[str, list[int]], tensor: str) -> int | None:
+    readers = consumers.get(tensor, [])
+    return readers[0] if len(readers) == 1 and readers[0] >= 0 else None
+
+
+def _static_operand(node: Any, current: str, static: set[str], also: str = "") -> bool:
+    """Whether every input of `node` other than `current` is static (or the tensor `also`)."""
+    others = [i for i in node.input if i and i != current]
+    return len(others) <= 1 and all(o in static or o == also for o in others)
+
+
+def exporter_patterns(model: Any, static: set[str]) -> dict[int, tuple[str, str, list[int]]]:
+    """Node groups an exporter wrote for what the framework runs as one kernel: head index -> (op, kind, absorbed
+    node indices). Why: the learner's correction was learnt on eager PyTorch's kernels, and an exported graph
+    spells some of them as several nodes:
+    - `Linear` -> MatMul + Add of a static bias (torch: one addmm);
+    - exact GELU -> Div (or Mul) by a constant, Erf, Add 1, Mul by x, Mul 0.5, any order of the last two
+      (torch: one gelu kernel); SiLU / Swish -> Sigmoid then Mul by its input (torch: one silu kernel);
+    - GroupNorm -> InstanceNormalization (unit scale) then its affine as Mul + Add of static tensors, through a
+      Reshape (torch: one group_norm kernel).
+    Every intermediate tensor must have one reader, so no value another node reads is dropped."""
+    nodes, consumers = model.graph.node, _consumers(model)
+    groups: dict[int, tuple[str, str, list[int]]] = {}
+    taken: set[int] = set()
+
+    def chain(start: int, steps: tuple[set[str], ...], x: str = "") -> list[int] | None:
+        """Indices of the nodes after `start` along single readers whose op types follow `steps` (each step's
+        other operand static, or `x`)."""
+        got, cur = [], nodes[start].output[0]
+        for ops in steps:
+            nxt = _only_reader(consumers, cur)
+            if nxt is None or nxt in taken or nodes[nxt].op_type not in ops:
+                return None
+            if nodes[nxt].op_type not in _VIEW and not _static_operand(nodes[nxt], cur, static, x):
+                return None
+            got.append(nxt)
+            cur = nodes[nxt].output[0]
+        return got
+
+    for i, node in enumerate(nodes):
+        if i in taken or not node.output or node.output[0] in static:
+            continue
+        found: tuple[str, str, list[int]] | None = None
+        if node.op_type == "MatMul" and node.input[1] in static:
+            rest = chain(i, ({"Add"},))
+            if rest:
+                found = ("MatMul+Add", "matmul", rest)
+        elif node.op_type in ("Div", "Mul") and _static_operand(node, node.input[0], static):
+            x = node.input[0]
+            rest = chain(i, ({"Erf"}, {"Add"}, {"Mul"}, {"Mul"}), x)
+            gate = rest and sum(x in nodes[j].input for j in rest) == 1
+            if rest and gate and nodes[rest[0]].op_type == "Erf":
+                found = ("Gelu", "activation", rest)
+        elif node.op_type == "Sigmoid":
+            rest = chain(i, ({"Mul"},), node.input[0])
+            if rest:
+                found = ("Silu", "activation", rest)
+        elif node.op_type == "InstanceNormalization":
+            rest = chain(i, (_VIEW, {"Mul"}, {"Add"}))
+            if rest:
+                found = ("GroupNorm", "norm", rest)
+        if found:
+            groups[i] = found
+            taken.update([i, *found[2]])
+    return groups
+
+
+def _merge_groups(quantities: list[dict[str, Any]], groups: dict[int, tuple[str, str, list[int]]]) -> None:
+    """Price each group as one kernel on its head row (reads the head's input, writes the group's output, reads
+    the weights of all; FLOPs by the recorder's rule for its kind), its other rows as launching nothing."""
+    for head, (_, kind, rest) in groups.items():
+        h, members = quantities[head], [quantities[j] for j in rest]
+        last = members[-1]
+        h["kind"], h["out_elems"], h["out_shape"] = kind, last["out_elems"], last["out_shape"]
+        h["weight_elems"] += sum(m["weight_elems"] for m in members)
+        if kind == "activation":  # the recorder's rules: 1 per output element; a norm's 2 include its affine
+            h["flops"] = last["out_elems"]
+        elif kind == "matmul":  # + the bias add
+            h["flops"] += sum(m["flops"] for m in members)
+        for m in members:
+            m.update(launches_kernel=False, macs=0.0, flops=0.0, in_elems=0.0, weight_elems=0.0, out_elems=0.0,
+                     other_bytes=0.0)
+
+
 def _trainable_initializers(model: Any) -> dict[str, int]:
     """Elements of each floating initializer that is a parameter (batch norm's running mean and variance are
     state), the rule of `src.zoo.static.onnx_static_features`."""
@@ -396,10 +355,11 @@ def onnx_layer_rows(model: Any, img_size: int, where: str = "ONNX graph") -> lis
     image_input(model)
     static = _static_tensors(model)
     trainable = _trainable_initializers(model)
+    groups = exporter_patterns(model, static)
     b_lo, b_hi = BATCHES
     per_batch = []
     for b in BATCHES:
-        shapes = _infer(model, b, img_size, where)
+        shapes = infer_shapes_at(model, b, img_size, where)
         outs = [shapes.get(o.name) for o in model.graph.output]
         if any(s is None or not s[1] or s[1][0] < 0 for s in outs):
             raise OnnxGraphError(f"{where}: ONNX shape inference could not resolve the outputs' shapes "
@@ -411,8 +371,10 @@ def onnx_layer_rows(model: Any, img_size: int, where: str = "ONNX graph") -> lis
                                  f"{[s[1] if s else None for s in outs]}: the graph fixes its batch size (a Reshape "
                                  "to a constant shape?), so per-sample costs cannot be told from fixed ones; export "
                                  "it with a dynamic batch axis")
-        per_batch.append([_node_quantities(n, shapes, static, f"{where}: {_node_label(n, i)}")
-                          for i, n in enumerate(model.graph.node)])
+        quantities = [_node_quantities(n, shapes, static, f"{where}: {_node_label(n, i)}")
+                      for i, n in enumerate(model.graph.node)]
+        _merge_groups(quantities, groups)
+        per_batch.append(quantities)
     rows: list[dict[str, Any]] = []
     seen_params: set[str] = set()
     d = float(b_hi - b_lo)
@@ -422,8 +384,8 @@ def onnx_layer_rows(model: Any, img_size: int, where: str = "ONNX graph") -> lis
             if name in trainable and name not in seen_params:
                 seen_params.add(name)
                 new_params += trainable[name]
-        row: dict[str, Any] = {"op_index": i, "op": node.op_type, "kind": lo["kind"],
-                               "launches_kernel": lo["launches_kernel"]}
+        op = groups[i][0] if i in groups else node.op_type
+        row: dict[str, Any] = {"op_index": i, "op": op, "kind": lo["kind"], "launches_kernel": lo["launches_kernel"]}
         for f in LINEAR_FIELDS:
             slope = (hi[f] - lo[f]) / d
             row[f"{f}_per_sample"] = slope
@@ -452,7 +414,9 @@ def onnx_layer_table(built: Built, passes: tuple[str, ...] = ("forward",)) -> An
     df.insert(0, "zoo_source", "onnx")
     df.insert(0, "img_size", int(built.input_size))
     unclassified = sorted({r["op"] for r in rows if r["kind"] == "other"})
+    merged = df.loc[df["op"].isin(EXPORTER_GROUPS), "op"].value_counts().sort_index()
     df.attrs.update({"source": "onnx", "model": built.spec.name, "img_size": int(built.input_size),
                      "framework": "onnx", "build": "graph", "batches": {"forward": BATCHES},
-                     "unclassified_ops": unclassified, "seconds": time.perf_counter() - t0})
+                     "unclassified_ops": unclassified, "exporter_groups": {k: int(v) for k, v in merged.items()},
+                     "seconds": time.perf_counter() - t0})
     return df

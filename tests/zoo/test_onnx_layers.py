@@ -106,39 +106,45 @@ def test_agrees_with_the_meta_recorder_on_the_same_cnn(exported):
     assert g["bytes"] == pytest.approx(r["bytes"] - bn_bytes, rel=0.02)
 
 
-def test_run_time_shape_arithmetic_is_folded(tmp_path):
-    """A channel shuffle (ShuffleNet) exports its view sizes as Shape -> Gather -> Div -> Concat -> Reshape, which
-    ONNX's data propagation does not follow (Div): the sizes are folded as a runtime would, and the table equals
-    the meta recorder's on the same CNN."""
+def test_exporter_spellings_priced_as_the_kernels_torch_runs(tmp_path):
+    """torch.onnx writes Linear as MatMul + Add, exact GELU as five nodes, SiLU as Sigmoid + Mul and GroupNorm as
+    InstanceNormalization + Mul + Add: each group is priced as the one kernel eager PyTorch runs, so the table has
+    the recorder's kernels, FLOPs and bytes (a squeeze-excite gate, Sigmoid times another tensor, stays two)."""
     torch = pytest.importorskip("torch", reason="torch is not installed (profiling / zoo-ci extra)")
     from torch import nn
 
-    class Shuffle(nn.Module):
+    class Spellings(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.c1, self.c2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 1)
+            self.conv, self.gn, self.se = nn.Conv2d(3, 8, 3, padding=1), nn.GroupNorm(2, 8), nn.Conv2d(8, 8, 1)
+            self.fc1, self.fc2 = nn.Linear(8, 16), nn.Linear(16, 4)
 
         def forward(self, x):
-            y = self.c1(x)
-            b, c, h, w = y.shape
-            y = y.view(b, 2, c // 2, h, w).transpose(1, 2).contiguous().view(b, c, h, w)
-            return self.c2(y)
+            y = nn.functional.silu(self.gn(self.conv(x)))
+            y = y * torch.sigmoid(self.se(y))
+            return self.fc2(nn.functional.gelu(self.fc1(y.mean((2, 3)))))
 
-    model = Shuffle().eval()
-    path = tmp_path / "shuffle.onnx"
-    torch.onnx.export(model, torch.randn(1, 3, 16, 16), str(path), dynamo=False, opset_version=17,
+    model = Spellings().eval()
+    path = tmp_path / "spellings.onnx"
+    torch.onnx.export(model, torch.randn(1, 3, 8, 8), str(path), dynamo=False, opset_version=17,
                       input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
-    assert "Div" in {n.op_type for n in onnx.load(str(path)).graph.node}  # the arithmetic inference stops at
+    ops = [n.op_type for n in onnx.load(str(path)).graph.node]
+    assert {"Erf", "InstanceNormalization", "Sigmoid"} <= set(ops)
     got = L.layer_table("onnx", str(path))
-    built = Built(ModelSpec("torchvision", "shuffle", 16), 16, "torch", (1, 3, 16, 16), module=model.to("meta"))
+    assert got.attrs["exporter_groups"] == {"Gelu": 1, "GroupNorm": 1, "Silu": 1}
+    built = Built(ModelSpec("torchvision", "spellings", 8), 8, "torch", (1, 3, 8, 8), module=model.to("meta"))
     with torch.device("meta"):
-        ref = L.layer_table("torchvision", "shuffle", passes=("forward",), built=built)
-    r, g = L.sums(ref, batch=3)["forward"], L.sums(got, batch=3)["forward"]
-    assert g["macs"] == pytest.approx(r["macs"]) and g["activations"] == pytest.approx(r["activations"])
-    assert g["kernels"] == r["kernels"] == 3  # two convs and the shuffle's copy (Transpose / contiguous)
-    shuffle = got.loc[got["op"] == "Transpose"].iloc[0]
-    assert shuffle["kind"] == "copy" and shuffle["out_elems_per_sample"] == 8 * 16 * 16
+        ref = L.layer_table("torchvision", "spellings", passes=("forward",), built=built)
+    r, g = L.sums(ref, batch=2)["forward"], L.sums(got, batch=2)["forward"]
+    run = got.loc[got["launches_kernel"]]
+    kinds = ["conv", "norm", "activation", "conv", "activation", "elementwise", "reduction", "matmul", "activation",
+             "matmul"]
+    assert run["kind"].tolist() == kinds == ref.loc[ref["launches_kernel"], "kind"].tolist()
+    assert g["kernels"] == r["kernels"] and g["macs"] == pytest.approx(r["macs"])
+    assert g["flops"] == pytest.approx(r["flops"], rel=0.02) and g["bytes"] == pytest.approx(r["bytes"], rel=0.02)
+    gelu = got.loc[got["op"] == "Gelu"].iloc[0]
+    assert gelu["flops_per_sample"] == gelu["out_elems_per_sample"] == 16
 
 
 def _graph(nodes, inits, out_shape=("N", 4), inputs_shape=("N", 3, 32, 32)):
