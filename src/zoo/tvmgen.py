@@ -33,6 +33,19 @@ SHAPE_ONLY_FOLDING = True
 # nvcc of CUDA 13 compiles sm_75 and newer; older GPUs get the nearest supported arch's PTX (recorded).
 NVCC_MIN_ARCH = 75
 
+
+
+def _bicubic_antialiased(node: Any, importer: Any) -> Any:
+    """torch's anti-aliased bicubic resize as TVM's bicubic resize: the same output shape and one loop over it.
+
+    timm's CLIP ResNets resample their attention pool's positional embedding with it, to the size it already has
+    at the CNN's own input size (an identity resize: anti-aliasing widens the filter only when shrinking)."""
+    return importer._upsample_bicubic2d(node)
+
+
+# aten operators TVM's torch importer has no converter for, imported as the nearest one it has.
+CUSTOM_CONVERTERS = {"_upsample_bicubic2d_aa.default": _bicubic_antialiased}
+
 _LAUNCH = re.compile(r'T\.launch_thread\("(blockIdx|threadIdx)\.([xyz])",\s*([^)]+)\)')
 
 
@@ -140,7 +153,7 @@ def to_relax(built: Built, batch: int) -> tuple[Any, dict[str, float]]:
         raise PtxGenerationError("export", describe(exc, first=True)) from exc
     t1 = time.perf_counter()
     try:
-        mod = from_exported_program(ep, keep_params_as_input=False)
+        mod = from_exported_program(ep, keep_params_as_input=False, custom_convert_map=CUSTOM_CONVERTERS)
     except Exception as exc:
         raise PtxGenerationError("import", describe(exc, first=True)) from exc
     return mod, {"export": t1 - t0, "import": time.perf_counter() - t1}

@@ -183,3 +183,50 @@ def test_notes_count_functions_per_dropped_rule():
     assert RULES[0] == "matmul" and RULES[-1] == "fallback"
     assert rules_dropped({"a": (), "b": ("gemv", "reduction"), "c": ("gemv",)}) == {
         "funcs_scheduled_without_gemv": 2, "funcs_scheduled_without_reduction": 1}
+
+
+
+def _position_head(resize: bool):
+    """An attention-pool-like head: a learnt positional embedding added to the feature map; with `resize`, it is
+    4x4 and resized to the map (16x16 for a 32x32 input) with torch's anti-aliased bicubic filter, as timm's CLIP
+    ResNets do."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    class PositionHead(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+            self.pos = nn.Parameter(torch.randn(1, 16, 4, 4) if resize else torch.randn(1, 16, 16, 16))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = self.conv(x)
+            pos = self.pos
+            if resize:
+                pos = F.interpolate(pos, size=x.shape[-2:], mode="bicubic", antialias=True, align_corners=False)
+            return (x + pos).mean((2, 3))
+
+    return PositionHead().eval()
+
+
+@needs_tvm
+def test_an_antialiased_bicubic_resize_imports_as_tvms_bicubic_resize(monkeypatch):
+    import pytest
+    import torch
+
+    from src.zoo import tvmgen
+
+    module = _position_head(resize=True)
+    ep = torch.export.export(module, (torch.randn(1, 3, 32, 32),))
+    ops = {str(n.target) for n in ep.run_decompositions().graph.nodes if n.op == "call_function"}
+    assert "aten._upsample_bicubic2d_aa.default" in ops  # the operator timm's CLIP ResNets failed to import on
+    built = _built("position_head", module)
+    compiled = tvmgen.compile_cuda(built, batch=2)
+    reference = tvmgen.compile_cuda(_built("position_head", _position_head(resize=False)), batch=2)
+    # the resize of a constant is folded at compile time: the same kernels as an embedding stored at the map's size
+    assert [(lc.kernel, lc.grid, lc.block, lc.calls) for lc in compiled.launches] == \
+        [(lc.kernel, lc.grid, lc.block, lc.calls) for lc in reference.launches]
+    monkeypatch.setattr(tvmgen, "CUSTOM_CONVERTERS", {})
+    with pytest.raises(tvmgen.PtxGenerationError, match="_upsample_bicubic2d_aa"):
+        tvmgen.compile_cuda(built, batch=2)
