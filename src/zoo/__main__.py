@@ -248,7 +248,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     elif src == "timm":
         import timm
 
-        names = timm.list_models()
+        from src.zoo.definitions import DEFINITIONS
+
+        # plus the architectures written down from their sources (src/zoo/definitions.py)
+        names = timm.list_models() + [f"{k} (definition: {d.reference})" for k, d in sorted(DEFINITIONS.items())]
     else:
         names = ["(any .onnx file path)"]
     print("\n".join(names))

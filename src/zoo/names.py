@@ -8,6 +8,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from src.zoo.definitions import DEFINITIONS
+
 SOURCES = ("keras", "torchvision", "timm", "onnx")
 
 # Keras applications: constructor name -> default (square) input size. Sizes are Keras' own defaults.
@@ -182,6 +184,8 @@ def benchmark_alias(model_key: str, model_source: str) -> tuple[str, str] | None
 def spec_for_measured(model: str, model_key: str, model_source: str, img_size: int) -> ModelSpec | None:
     """The definition to build for one measured model (None when no source can build it)."""
     if model_source == "timm":
+        if model_key in DEFINITIONS:  # written down from its source: PaddleClas spellings, removed timm names
+            return ModelSpec("timm", model_key, img_size)
         return ModelSpec("timm", model.split(".", 1)[0], img_size)
     if model_source == "torchvision":
         key = model_key.replace("-", "_")

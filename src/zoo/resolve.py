@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from src.zoo.definitions import DEFINITIONS
 from src.zoo.names import (
     KERAS_APPLICATIONS,
     KERAS_JAX_ONLY,
@@ -126,6 +127,14 @@ def build_timm(name: str, input_size: int | None) -> Built:
     timm = _require("timm")
     arch = name.strip().split(".", 1)[0]
     ctor, kwargs = TIMM_FIXED_ALIASES.get(arch, (arch, {}))
+    if not timm.is_model(ctor) and arch in DEFINITIONS:
+        # an architecture no zoo names any more, written down from its source (src/zoo/definitions.py)
+        definition = DEFINITIONS[arch]
+        model = definition.build().eval()
+        size = int(input_size or definition.img_size)
+        notes = [f"definition: {definition.reference}"] + ([definition.approximation] if definition.approximation
+                                                           else [])
+        return Built(ModelSpec("timm", arch, size), size, "torch", (1, 3, size, size), module=model, notes=notes)
     if not timm.is_model(ctor):
         close = suggest(arch, timm.list_models())
         raise UnknownModelError(

@@ -66,6 +66,8 @@ PADDLE_TO_TIMM: list[tuple[str, str]] = [
     (r"^se_resnext(\d+)_(\d+x\d+d)$", r"seresnext\1_\2"),
     (r"^res2net(\d+)_vd_26w_4s$", r"res2net\1d"),
     (r"^hrnet_w(\d+)_c$", r"hrnet_w\1"),
+    # the DenseNet paper's DenseNet-264 (k = 32, 33.7 M parameters); timm's densenet264 is another net (k = 48)
+    (r"^densenet264$", "densenet264_k32"),
     (r"^efficientnetb(\d)$", r"efficientnet_b\1"),
     (r"^regnetx_(\d+)gf$", r"regnetx_GF\1"),
     (r"^regnetx_(\d+)mf$", r"regnetx_MF\1"),
@@ -282,3 +284,35 @@ def parse(files: dict[str, Path], commits: dict[str, str]) -> ParseResult:
     for rel in rels:
         result.extend(parse_file(files[rel], rel, commits.get(rel, ""), sizes, seen))
     return result
+
+
+def published_complexity(text: str) -> dict[str, tuple[float, float]]:
+    """Paddle name -> (GFLOPs, parameters in millions) from model_list.md's `FLOPs(G|M)` / `Params(M)` columns.
+
+    Why: the architectures the zoo writes down for Paddle names (src/zoo/definitions.py) are checked against what
+    PaddleClas published for them; `paddle.flops()` counts multiply-accumulates of the layers (ResNet50: 4.1 G).
+    `FLOPs(M)` columns are converted to G. The first table that lists a name wins (the later `_ssld` tables repeat
+    the numbers)."""
+    out: dict[str, tuple[float, float]] = {}
+    header: list[str] | None = None
+    for line in text.splitlines():
+        if not line.lstrip().startswith("|"):
+            header = None
+            continue
+        cells = _cells(line)
+        cleaned = [re.sub(r"\s", "", _clean(c)) for c in cells]
+        if any(c.startswith("Params") for c in cleaned):
+            header = cleaned
+            continue
+        if header is None or set(line.strip()) <= set("|-: "):
+            continue
+        flops = next((i for i, h in enumerate(header) if h.startswith("FLOPs")), None)
+        params = next((i for i, h in enumerate(header) if h.startswith("Params")), None)
+        if flops is None or params is None or len(cells) <= max(flops, params):
+            continue
+        f, p = to_float(_clean(cells[flops])), to_float(_clean(cells[params]))
+        if f is None or p is None:
+            continue
+        name = re.sub(r"<sup>.*?</sup>|<br\s*/?>|\s", "", cells[0])
+        out.setdefault(name, (f / 1000.0 if "(M)" in header[flops] else f, p))
+    return out
