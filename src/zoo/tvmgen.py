@@ -43,8 +43,42 @@ def _bicubic_antialiased(node: Any, importer: Any) -> Any:
     return importer._upsample_bicubic2d(node)
 
 
-# aten operators TVM's torch importer has no converter for, imported as the nearest one it has.
-CUSTOM_CONVERTERS = {"_upsample_bicubic2d_aa.default": _bicubic_antialiased}
+def _group_norm_emit(importer: Any, x: Any, weight: Any, bias: Any, groups: int, eps: float) -> Any:
+    """TVM's group norm of `x`, with ones / zeros where the graph has no affine weight / bias (None).
+
+    TVM 0.27's converters hand a missing operand on as a null node and the import fails ("Found null pointer node
+    while traversing AST"): timm's PoolFormerV2 normalises with `GroupNorm1NoBias` (a weight, no bias). A zero bias
+    (a unit weight) is what the missing operand means; both are constants, folded where they meet the data."""
+    import numpy as np
+    from tvm import relax
+
+    channels = int(importer.shape_of(x)[1])
+    dtype = str(x.ty.dtype)
+    gamma = importer.env[weight] if weight is not None else relax.const(np.ones(channels, dtype=dtype))
+    beta = importer.env[bias] if bias is not None else relax.const(np.zeros(channels, dtype=dtype))
+    dim = len(importer.shape_of(x))
+    return importer.block_builder.emit(relax.op.nn.group_norm(
+        x, gamma, beta, num_groups=groups, channel_axis=1, axes=list(range(2, dim)), epsilon=eps))
+
+
+def _group_norm(node: Any, importer: Any) -> Any:
+    """aten.group_norm(input, groups, weight, bias, eps) through `_group_norm_emit`."""
+    args = list(node.args) + [None] * (5 - len(node.args))
+    return _group_norm_emit(importer, importer.env[args[0]], args[2], args[3], args[1],
+                            args[4] if args[4] is not None else 1e-05)
+
+
+def _native_group_norm(node: Any, importer: Any) -> Any:
+    """aten.native_group_norm(input, weight, bias, N, C, HxW, groups, eps) (what torch.export's decompositions
+    leave) through `_group_norm_emit`; like TVM's own converter it gives the normalised tensor."""
+    args = list(node.args) + [None] * (8 - len(node.args))
+    return _group_norm_emit(importer, importer.env[args[0]], args[1], args[2], args[6] or 1,
+                            args[7] if args[7] is not None else 1e-05)
+
+
+# aten operators TVM's torch importer has no converter for (or converts wrongly), imported as the nearest it has.
+CUSTOM_CONVERTERS = {"_upsample_bicubic2d_aa.default": _bicubic_antialiased, "group_norm.default": _group_norm,
+                     "native_group_norm.default": _native_group_norm}
 
 _LAUNCH = re.compile(r'T\.launch_thread\("(blockIdx|threadIdx)\.([xyz])",\s*([^)]+)\)')
 

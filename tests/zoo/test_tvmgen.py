@@ -230,3 +230,38 @@ def test_an_antialiased_bicubic_resize_imports_as_tvms_bicubic_resize(monkeypatc
     monkeypatch.setattr(tvmgen, "CUSTOM_CONVERTERS", {})
     with pytest.raises(tvmgen.PtxGenerationError, match="_upsample_bicubic2d_aa"):
         tvmgen.compile_cuda(built, batch=2)
+
+
+def _group_norm_head(bias: bool):
+    """A conv and a one-group group norm with an affine weight and, without `bias`, no bias (timm's PoolFormerV2
+    `GroupNorm1NoBias`); with `bias`, a zero bias, which is what the missing one means."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    class GroupNormHead(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+            self.weight = nn.Parameter(torch.randn(16))
+            self.bias = nn.Parameter(torch.zeros(16)) if bias else None
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.group_norm(self.conv(x), 1, self.weight, self.bias, 1e-6)
+
+    return GroupNormHead().eval()
+
+
+@needs_tvm
+def test_a_group_norm_without_bias_imports_as_one_with_a_zero_bias(monkeypatch):
+    import pytest
+
+    from src.zoo import tvmgen
+
+    compiled = tvmgen.compile_cuda(_built("gn_no_bias", _group_norm_head(bias=False)), batch=2)
+    reference = tvmgen.compile_cuda(_built("gn_zero_bias", _group_norm_head(bias=True)), batch=2)
+    assert [(lc.kernel, lc.grid, lc.block, lc.calls) for lc in compiled.launches] == \
+        [(lc.kernel, lc.grid, lc.block, lc.calls) for lc in reference.launches]
+    monkeypatch.setattr(tvmgen, "CUSTOM_CONVERTERS", {})
+    with pytest.raises(tvmgen.PtxGenerationError, match="null pointer"):
+        tvmgen.compile_cuda(_built("gn_no_bias", _group_norm_head(bias=False)), batch=2)
