@@ -44,10 +44,29 @@ class ProfileError(ValueError):
     """The layer table lacks a column or holds an impossible value (message names the table and the column)."""
 
 
+def per_value(column: pd.Series, fn) -> np.ndarray:
+    """`fn` (vectorised over a NumPy array of strings) computed once per distinct value of `column` and mapped back
+    onto its rows. Why: the layer table's text columns are categoricals of a few thousand values over millions of
+    rows, and string work row by row was most of the profile stage's time."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    return np.asarray(fn(np.asarray(uniques, dtype=object).astype(str)))[codes]
+
+
+def group_starts(k: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """True on each row whose values in `columns` differ from the previous row's (and on the first row)."""
+    first = np.zeros(len(k), dtype=bool)
+    if len(k):
+        first[0] = True
+    for col in columns:
+        codes = pd.factorize(k[col], use_na_sentinel=False)[0]
+        first[1:] |= codes[1:] != codes[:-1]
+    return first
+
+
 def kernel_class(kind: pd.Series) -> np.ndarray:
     """mac / depthwise / other per operator kind (see the module docstring)."""
-    k = kind.astype(str).to_numpy()
-    return np.where(np.isin(k, MAC_KINDS), "mac", np.where(k == "depthwise_conv", "depthwise", "other"))
+    return per_value(kind, lambda k: np.where(np.isin(k, MAC_KINDS), "mac",
+                                              np.where(k == "depthwise_conv", "depthwise", "other")))
 
 
 def fused_pass(pass_name: str, fusion: str) -> str:
@@ -69,14 +88,10 @@ def fuse(k: pd.DataFrame, fusion: str) -> pd.DataFrame:
     if fusion == "none":
         return k
     k = k.sort_values(["model_key", "img_size", "pass", "op_index"], kind="stable").reset_index(drop=True)
-    kinds = k["kind"].astype(str).to_numpy()
-    training = k["pass"].astype(str).to_numpy() != "forward"
-    pointwise = np.isin(kinds, POINTWISE_KINDS) & ~(training & (kinds == "norm"))
-    first = np.zeros(len(k), dtype=bool)
-    first[0] = True
-    for col in ("model_key", "img_size", "pass"):
-        v = k[col].astype(str).to_numpy()
-        first[1:] |= v[1:] != v[:-1]
+    training = per_value(k["pass"], lambda p: p != "forward")
+    pointwise = (per_value(k["kind"], lambda v: np.isin(v, POINTWISE_KINDS))
+                 & ~(training & per_value(k["kind"], lambda v: v == "norm")))
+    first = group_starts(k, ["model_key", "img_size", "pass"])
     prev_mac = np.r_[False, (k["kernel_class"].to_numpy() != "other")[:-1]]
     starts = first | ~pointwise | ((fusion == "pointwise") & prev_mac)
     chain = np.cumsum(starts) - 1
@@ -116,11 +131,19 @@ def winograd_eligible(layers: pd.DataFrame) -> np.ndarray:
     take (forward, data gradient and filter gradient). Which algorithm cuDNN really picks is only known on the GPU;
     this marks where it can, so the estimate and the learner can tell VGG-like stacks from 1x1/strided ones."""
     def col(name: str) -> np.ndarray:
-        return pd.to_numeric(layers[name], errors="coerce").to_numpy(dtype=float)
+        values = layers[name]
+        if pd.api.types.is_numeric_dtype(values.dtype):  # nullable Int32 in the layer table: no parsing
+            return values.to_numpy(dtype=float, na_value=np.nan)
+        return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
 
-    return ((layers["kind"].astype(str).to_numpy() == "conv") & (col("kernel_r") == 3) & (col("kernel_s") == 3)
+    return (per_value(layers["kind"], lambda v: v == "conv") & (col("kernel_r") == 3) & (col("kernel_s") == 3)
             & (col("stride_h") == 1) & (col("stride_w") == 1) & (col("dilation_h") == 1) & (col("dilation_w") == 1)
             & (col("groups") == 1))
+
+
+def _last_dimension(shapes: np.ndarray) -> np.ndarray:
+    """The last dimension of `AxBxC` shape strings (NaN where there is none)."""
+    return pd.to_numeric(pd.Series(shapes).str.rsplit("x", n=1).str[-1], errors="coerce").to_numpy(dtype=float)
 
 
 def kernel_profiles(layers: pd.DataFrame, source: str = "layers table",
@@ -137,25 +160,30 @@ def kernel_profiles(layers: pd.DataFrame, source: str = "layers table",
         # TensorRT builds inference engines only: no training pass under producer fusion.
         src = launched if fusion != "producer" else launched.loc[launched["pass"].astype(str) == "forward"]
         part = fuse(src, fusion)
-        part["pass"] = [fused_pass(p, fusion) for p in part["pass"].astype(str)]
+        part["pass"] = per_value(part["pass"], lambda p, f=fusion: np.array([fused_pass(x, f) for x in p]))
         parts.append(part)
     k = pd.concat(parts, ignore_index=True)
     # GEMM columns of a kernel: a conv's output channels; a matmul's last output dimension (M x N, batched B x M x N).
-    last_dim = pd.to_numeric(k["out_shape"].astype(str).str.rsplit("x", n=1).str[-1], errors="coerce")
+    last_dim = pd.Series(per_value(k["out_shape"], _last_dimension), index=k.index)
     k["c_out"] = k["c_out"].astype(float).fillna(last_dim.where(k["kernel_class"] == "mac"))
     k["c_out"] = k["c_out"].where(k["kernel_class"] != "other", 0.0).fillna(0.0)
     k["out_pixels"] = np.where(k["c_out"] > 0, k["out_elems_per_sample"].astype(float) / k["c_out"].clip(lower=1),
                                0.0)
-    for col in ("model_key", "pass"):
-        k[col] = k[col].astype(str)
+    for col in ("model_key", "pass"):  # grouped as categoricals in text order, written as text
+        codes, uniques = pd.factorize(k[col], sort=True)
+        k[col] = pd.Categorical.from_codes(codes, categories=np.asarray(uniques, dtype=object).astype(str))
     k["img_size"] = k["img_size"].astype(int)
     k["winograd"] = k["winograd"].astype(bool)
     group = PROFILE_KEYS + ["kernel_class", "winograd", "c_out", "out_pixels", *QUANTITIES]
     prof = k.groupby(group, sort=True, observed=True).size().rename("count").reset_index()
-    params = (layers.loc[layers["pass"].astype(str) == "forward"]
-              .groupby([layers["model_key"].astype(str), layers["img_size"].astype(int)], observed=True)
-              ["param_elems_new"].sum().rename("param_elems"))
-    prof = prof.merge(params.reset_index(), on=["model_key", "img_size"], how="left")
+    for col in ("model_key", "pass"):
+        prof[col] = prof[col].astype(str)
+    forward = layers.loc[per_value(layers["pass"], lambda p: p == "forward")]
+    params = forward.groupby(["model_key", "img_size"], observed=True)["param_elems_new"].sum().rename(
+        "param_elems").reset_index()
+    params["model_key"] = params["model_key"].astype(str)
+    params["img_size"] = params["img_size"].astype(int)
+    prof = prof.merge(params, on=["model_key", "img_size"], how="left")
     prof["param_elems"] = prof["param_elems"].fillna(0.0)
     for col in [*QUANTITIES, "c_out", "out_pixels", "param_elems"]:
         prof[col] = prof[col].astype(np.float64)

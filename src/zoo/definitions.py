@@ -123,6 +123,45 @@ def _evonorm_b0(arch: str) -> Callable[[], Any]:
     return build
 
 
+def _retinanet(backbone: str, num_classes: int) -> Callable[[], Any]:
+    """RetinaNet (Lin et al. 2017) as torchvision and MLPerf's reference build it: a ResNet-family backbone with an
+    FPN on C3-C5 plus P6/P7 (`LastLevelP6P7(256, 256)`), 9 anchors per location, four 3x3 convolutions of 256
+    channels before each head. Only the network: the module takes the 800x800 tensor and returns the two heads'
+    outputs; input normalisation, anchor decoding and NMS (pre/post-processing and a TensorRT plugin in NVIDIA's
+    harness) are not built."""
+
+    def build() -> Any:
+        import torchvision
+        from torch import nn
+        from torchvision.models.detection.backbone_utils import _resnet_fpn_extractor
+        from torchvision.models.detection.retinanet import RetinaNetHead
+        from torchvision.ops.feature_pyramid_network import LastLevelP6P7
+
+        class DenseDetector(nn.Module):
+            """Backbone + FPN + heads: what runs on the GPU for every image."""
+
+            def __init__(self) -> None:
+                super().__init__()
+                body = torchvision.models.get_model(backbone, weights=None)
+                self.backbone = _resnet_fpn_extractor(body, 5, returned_layers=[2, 3, 4],
+                                                      extra_blocks=LastLevelP6P7(256, 256))
+                self.head = RetinaNetHead(self.backbone.out_channels, 9, num_classes)
+
+            def forward(self, x: Any) -> Any:
+                out = self.head(list(self.backbone(x).values()))
+                return out["cls_logits"], out["bbox_regression"]
+
+        return DenseDetector()
+
+    return build
+
+
+# RetinaNet's parameters from torchvision's published figures (the model cards' num_params): retinanet_resnet50_fpn
+# 34,014,999 with frozen batch norms, + 53,120 batch-norm scales and shifts of ResNet-50 (trainable here), - resnet50
+# 25,557,032 + resnext50_32x4d 25,028,904 (the backbone swap), + 173 more classes x 9 anchors x (256 x 9 + 1) in the
+# classification head's last convolution (264 OpenImages classes instead of 91).
+RETINANET_MLPERF_PARAMS = (34_014_999 + 53_120 - 25_557_032 + 25_028_904 + 173 * 9 * (256 * 9 + 1)) / 1e6
+
 IABN = ("in-place activated batch norm (inplace_abn, not installable here) built as batch norm + activation: "
         "same parameters and MACs, the activation as a kernel of its own")
 
@@ -216,5 +255,14 @@ _ENTRIES = [
     Definition("resnetv2_50d_evob", "timm <= 0.6 resnetv2_50d_evob: ResNetV2-50d with EvoNorm-B0",
                _evonorm_b0("resnetv2_50d_evos"), 25.59, 4.33),
 ]
+
+_ENTRIES.append(Definition(
+    "retinanet_resnext50_32x4d_fpn",
+    "MLPerf Inference RetinaNet (mlcommons/training single_stage_detector retinanet_resnext50_32x4d_fpn: "
+    "ResNeXt50-32x4d FPN, 264 OpenImages classes, 800x800)",
+    _retinanet("resnext50_32x4d", 264), RETINANET_MLPERF_PARAMS, None, img_size=800,
+    approximation="network only (pre/post-processing and NMS not built); the reference's frozen batch norms built "
+                  "as batch norms in eval mode: the same per-channel affine map",
+    gmacs_unchecked="no published MAC count for this network at 800 px"))
 
 DEFINITIONS: dict[str, Definition] = {d.name: d for d in _ENTRIES}

@@ -770,6 +770,21 @@ def sums(df: Any, batch: int = 1, precision: str = "fp32") -> dict[str, dict[str
 CATEGORICAL = ("model_key", "zoo_source", "zoo_model", "pass", "op", "kind", "out_shape", "layers_version")
 
 
+def _text_category(column: Any) -> Any:
+    """`column.astype("string").astype("category")`, converting each distinct value once (the table's text columns
+    hold a few thousand values over millions of rows)."""
+    import numpy as np
+    import pandas as pd
+
+    codes, uniques = pd.factorize(column)  # -1 where missing
+    text = pd.Series(pd.array(np.asarray(uniques, dtype=object), dtype="string"))
+    categories = pd.Index(text.drop_duplicates().sort_values(), dtype="string")
+    remap = categories.get_indexer(text) if len(text) else np.zeros(0, dtype=np.intp)
+    new_codes = np.where(codes >= 0, remap[np.clip(codes, 0, None)] if len(remap) else -1, -1)
+    return pd.Series(pd.Categorical.from_codes(new_codes, categories=categories), index=column.index,
+                     name=column.name)
+
+
 def compact(df: Any) -> Any:
     """Categorical strings, float32 quantities and nullable small ints for the committed parquet."""
     import pandas as pd
@@ -777,7 +792,7 @@ def compact(df: Any) -> Any:
     out = df.copy()
     for c in CATEGORICAL:
         if c in out.columns:
-            out[c] = out[c].astype("string").astype("category")
+            out[c] = _text_category(out[c])
     for c in out.columns:
         if c.endswith(("_per_sample", "_fixed")) or c in ("weight_elems", "param_elems_new", "seconds"):
             out[c] = out[c].astype("float32")

@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from src.zoo.layers import LAYERS_VERSION, MAC_KINDS, compact
@@ -117,7 +118,16 @@ def _previous(table: Path, failures: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 def _pairs(df: pd.DataFrame) -> set[tuple[str, int]]:
     if df is None or not len(df):
         return set()
-    return set(zip(df["model_key"].astype(str), df["img_size"].astype(int), strict=True))
+    # distinct pairs first: the table has millions of rows of a thousand pairs, and text conversion per row was slow
+    pairs = df[["model_key", "img_size"]].drop_duplicates()
+    return set(zip(pairs["model_key"].astype(str), pairs["img_size"].astype(int), strict=True))
+
+
+def _in_pairs(df: pd.DataFrame, pairs: set[tuple[str, int]]) -> np.ndarray:
+    """Per row of `df`: is its (model_key, img_size) one of `pairs` (decided once per distinct pair)."""
+    codes, uniques = pd.factorize(pd.MultiIndex.from_arrays([df["model_key"], df["img_size"]]))
+    hit = np.array([(str(k), int(s)) in pairs for k, s in uniques], dtype=bool)
+    return hit[codes] if len(df) else np.zeros(0, dtype=bool)
 
 
 def _failure_row(t: Target, fail: dict) -> dict:
@@ -133,8 +143,10 @@ def _write(table: pd.DataFrame, failures: pd.DataFrame, out_table: Path, out_fai
     out_failures.parent.mkdir(parents=True, exist_ok=True)
     if len(table):
         # model, size, pass in the order forward, train_forward, backward, then op order
-        order = table["pass"].astype(str).map({"forward": 0, "train_forward": 1, "backward": 2})
-        table = compact(table.assign(_o=order.to_numpy())
+        codes, uniques = pd.factorize(table["pass"])
+        rank = {"forward": 0, "train_forward": 1, "backward": 2}
+        order = np.array([rank.get(str(u), np.nan) for u in uniques], dtype=float)[codes]
+        table = compact(table.assign(_o=order)
                         .sort_values(["model_key", "img_size", "_o", "op_index"], kind="stable")
                         .drop(columns="_o").reset_index(drop=True))
     tmp = out_table.with_suffix(".parquet.tmp")
@@ -191,9 +203,7 @@ def run_layers_stage(measurements: Path, gpus_path: Path, static_path: Path | No
     old_table, old_fails = _previous(out_table, out_failures)
     # Rows of pairs that are no longer measured targets are not kept (the table is of measured CNNs).
     if len(old_table):
-        keep = [p in wanted for p in zip(old_table["model_key"].astype(str), old_table["img_size"].astype(int),
-                                         strict=True)]
-        old_table = old_table.loc[keep]
+        old_table = old_table.loc[_in_pairs(old_table, wanted)]
     done = _pairs(old_table)
     failed_before = _pairs(old_fails)
     failures: list[dict] = []
@@ -359,7 +369,7 @@ def summarize_stage(table: pd.DataFrame, fails: pd.DataFrame, meas: pd.DataFrame
         rows = rows.loc[rows["is_cnn"].astype(bool)]
     rows = rows.loc[rows["gpu"].isin(set(gpus.loc[gpus["compute_capability"].notna(), "gpu"]))]
     have = _pairs(table)
-    covered = [(k, int(s)) in have for k, s in zip(rows["model_key"].astype(str), rows["img_size"], strict=True)]
+    covered = _in_pairs(rows, have)
     pairs_total = {(t.model_key, t.img_size) for t in targets}
     cnns_total = {t.model_key for t in targets}
     per_pair = (table.groupby(["model_key", "img_size"], observed=True)["seconds"].first()
@@ -378,7 +388,7 @@ def summarize_stage(table: pd.DataFrame, fails: pd.DataFrame, meas: pd.DataFrame
         "failures_by_reason": {f"{k[0]}:{k[1]}": int(v) for k, v in by_reason.items()},
         "table_rows": int(len(table)),
         "table_bytes": int(out_table.stat().st_size) if out_table is not None and out_table.exists() else None,
-        "rows_by_pass": {str(k): int(v) for k, v in table["pass"].astype(str).value_counts().items()}
+        "rows_by_pass": {str(k): int(v) for k, v in table["pass"].value_counts().items() if v}
         if len(table) else {},
         "kernel_rows": int(table["launches_kernel"].sum()) if len(table) else 0,
         "seconds_per_cnn": {

@@ -187,6 +187,8 @@ def spec_for_measured(model: str, model_key: str, model_source: str, img_size: i
         if model_key in DEFINITIONS:  # written down from its source: PaddleClas spellings, removed timm names
             return ModelSpec("timm", model_key, img_size)
         return ModelSpec("timm", model.split(".", 1)[0], img_size)
+    if model_source == "mlperf" and model_key in DEFINITIONS:  # MLPerf's RetinaNet, written down from its reference
+        return ModelSpec("timm", model_key, img_size)
     if model_source == "torchvision":
         key = model_key.replace("-", "_")
         return ModelSpec("torchvision", key, img_size) if key in TORCHVISION_MODELS else None

@@ -49,6 +49,10 @@ def test_a_measured_name_with_a_definition_resolves_to_it():
         "timm", "resnext152d_32x4d", 224)
     assert spec_for_measured("convnext_nano_hnf", "convnext_nano_hnf", "timm", 224) == ModelSpec(
         "timm", "convnext_nano_hnf", 224)
+    # MLPerf's RetinaNet (model_source mlperf) is a definition too
+    assert spec_for_measured("retinanet_resnext50_32x4d_fpn", "retinanet_resnext50_32x4d_fpn", "mlperf", 800) == (
+        ModelSpec("timm", "retinanet_resnext50_32x4d_fpn", 800))
+    assert spec_for_measured("ssd_whatever", "ssd_whatever", "mlperf", 1200) is None
     # a name timm still has is built by timm as before
     assert spec_for_measured("resnet50.a1_in1k", "resnet50", "timm", 224) == ModelSpec("timm", "resnet50", 224)
 
@@ -77,3 +81,25 @@ def test_build_uses_the_definition_where_timm_has_no_such_name():
     assert built.input_size == 224 and any("SE_ResNet50_vd" in n for n in built.notes)
     with pytest.raises(UnknownModelError, match="did you mean"):
         build("timm", "seresnet50dd")
+
+
+def test_the_retinanet_builder_reproduces_torchvisions_published_retinanet():
+    """The builder's parts are torchvision's RetinaNet: with a ResNet-50 and COCO's 91 classes it has the parameters
+    of torchvision's retinanet_resnet50_fpn (34,014,999 published, frozen batch norms, + ResNet-50's 53,120 batch-norm
+    scales and shifts, trainable here) and the same head outputs; the MLPerf network has the number derived from the
+    published figures (RETINANET_MLPERF_PARAMS)."""
+    pytest.importorskip("torchvision", reason="building RetinaNet needs torchvision (zoo extra)")
+    import torch
+
+    from src.zoo.definitions import RETINANET_MLPERF_PARAMS, _retinanet
+
+    coco = _retinanet("resnet50", 91)().eval()
+    assert sum(p.numel() for p in coco.parameters()) == 34_014_999 + 53_120
+    mlperf = DEFINITIONS["retinanet_resnext50_32x4d_fpn"]
+    built = mlperf.build().eval()
+    assert sum(p.numel() for p in built.parameters()) / 1e6 == pytest.approx(RETINANET_MLPERF_PARAMS, abs=1e-6)
+    with torch.no_grad():
+        logits, boxes = built(torch.zeros(1, 3, 256, 256))
+    # anchors: 9 per location of P3-P7 (strides 8 to 128)
+    anchors = 9 * sum((256 // s) ** 2 for s in (8, 16, 32, 64, 128))
+    assert logits.shape == (1, anchors, 264) and boxes.shape == (1, anchors, 4)

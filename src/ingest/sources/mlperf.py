@@ -31,7 +31,8 @@ timed run, so no input pipeline (decoding, resizing) is timed: `data_mode` "prel
 as in DLInfBench).
 
 Models: resnet50 = ResNet-50 v1.5 (torchvision's layout), 224 px; retinanet = RetinaNet with a ResNeXt50-32x4d FPN
-backbone, 800 px (a detection CNN; no buildable definition in our zoo yet, so its rows get no static features).
+backbone, 800 px (a detection CNN; `src/zoo/definitions.py` writes its network down from MLPerf's reference, so the
+zoo computes its static features, layer table and PTX counts like any other CNN's).
 """
 
 from __future__ import annotations
