@@ -123,6 +123,7 @@ def launched_kernels(layers: pd.DataFrame, source: str = "layers table") -> pd.D
                            f"img_size {bad['img_size']} pass {bad['pass']} ({bad['kind']})")
     k["kernel_class"] = kernel_class(k["kind"])
     k["winograd"] = winograd_eligible(k)
+    k["grouped"] = per_value(k["kind"], lambda v: v == "grouped_conv")
     return k
 
 
@@ -174,7 +175,8 @@ def kernel_profiles(layers: pd.DataFrame, source: str = "layers table",
         k[col] = pd.Categorical.from_codes(codes, categories=np.asarray(uniques, dtype=object).astype(str))
     k["img_size"] = k["img_size"].astype(int)
     k["winograd"] = k["winograd"].astype(bool)
-    group = PROFILE_KEYS + ["kernel_class", "winograd", "c_out", "out_pixels", *QUANTITIES]
+    k["grouped"] = k["grouped"].astype(bool)
+    group = PROFILE_KEYS + ["kernel_class", "winograd", "grouped", "c_out", "out_pixels", *QUANTITIES]
     prof = k.groupby(group, sort=True, observed=True).size().rename("count").reset_index()
     for col in ("model_key", "pass"):
         prof[col] = prof[col].astype(str)

@@ -49,7 +49,7 @@ PASSES_BY_MODE = {"inference": ("forward",), "training": ("train_forward", "back
 TIME_FEATURES = ["t_physics_ms", "t_kernels_ms", "t_dispatch_ms", "n_kernels"]
 SHARE_FEATURES = ["compute_bound_share", "memory_bound_share", "floor_bound_share", "largest_kernel_share",
                   "mac_wave_efficiency", "l2_resident_share", "dispatch_over_kernels", "has_layer_profile",
-                  "winograd_share", "mac_tile_fill", "mac_log2_depth"]
+                  "winograd_share", "mac_tile_fill", "mac_log2_depth", "grouped_share"]
 PHYSICS_FEATURES = TIME_FEATURES + SHARE_FEATURES
 # Columns a row needs to be priced (besides the GPU spec columns of `GPU_COLUMNS`).
 ROW_COLUMNS = ["model_key", "img_size", "batch_size", "precision", "mode", "compile_mode", "gmacs", "param_count_m",
@@ -113,6 +113,8 @@ class ProfileIndex:
         self.depthwise = (prof["kernel_class"].astype(str) == "depthwise").to_numpy()
         self.winograd = (prof["winograd"].to_numpy(dtype=bool) if "winograd" in prof
                          else np.zeros(len(prof), dtype=bool))
+        self.grouped = (prof["grouped"].to_numpy(dtype=bool) if "grouped" in prof
+                        else np.zeros(len(prof), dtype=bool))
         self.c_out = prof["c_out"].to_numpy(dtype=np.float32)
         self.out_pixels = prof["out_pixels"].to_numpy(dtype=np.float32)
         self.param_elems = prof["param_elems"].to_numpy(dtype=np.float32)
@@ -182,7 +184,9 @@ class ProfileIndex:
             start += b - a
         for c in QUANTITIES:
             self.q[c] = np.concatenate([self.q[c], new.q[c][take]])
-        for name in ("count", "mac", "depthwise", "winograd", "c_out", "out_pixels", "param_elems"):
+        if not hasattr(self, "grouped"):  # an index pickled before the flag (older served models)
+            self.grouped = np.zeros(len(self.count), dtype=bool)
+        for name in ("count", "mac", "depthwise", "winograd", "grouped", "c_out", "out_pixels", "param_elems"):
             setattr(self, name, np.concatenate([getattr(self, name), getattr(new, name)[take]]))
         self.models = sorted({k[0] for k in self.ranges})
         self._cache = {}
@@ -352,6 +356,7 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
     mac = index.mac[ker]
     # Profile indexes pickled before the Winograd flag (older served models) have none: no kernel is eligible.
     winograd = getattr(index, "winograd", np.zeros(len(index.count), dtype=bool))[ker] & mac
+    grouped = getattr(index, "grouped", np.zeros(len(index.count), dtype=bool))[ker] & mac
     blocks = np.ceil(b * index.out_pixels[ker] / NOMINAL_TILE) * np.ceil(index.c_out[ker] / NOMINAL_TILE)
     out_elems = q["out_elems_fixed"] + q["out_elems_per_sample"] * b
     # GEMM reduction depth K (MACs per output element: C_in/groups x R x S for a conv).
@@ -395,6 +400,7 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
     wave = per_row(np.where(mac, t_total * weff, 0.0))
     all_bytes = per_row(nbytes * count)
     winograd_time = per_row(np.where(winograd, t_total, 0.0))
+    grouped_time = per_row(np.where(grouped, t_total, 0.0))
     # GEMM reduction depth K (MACs per output element: C_in/groups x R x S for a conv): deep GEMMs keep the math
     # units busy, shallow ones are bound by operand traffic. Time-weighted mean of log2 K over the MAC kernels.
     depth = np.log2(depth_k)
@@ -424,6 +430,7 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
         largest[miss] = t_kernels[miss]
         mac_time[miss] = 0.0
         winograd_time[miss] = 0.0
+        grouped_time[miss] = 0.0
         grid_time[miss] = 0.0
         all_bytes[miss] = net["bytes_step"].to_numpy()[miss]
         l2_bytes[miss] = np.where(all_bytes[miss] <= l2[miss], all_bytes[miss], 0.0)
@@ -449,6 +456,7 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
         "winograd_share": np.clip(winograd_time / safe, 0, 1),
         "mac_tile_fill": np.where(grid_time > 0, fill_time / np.maximum(grid_time, 1e-30), 1.0),
         "mac_log2_depth": np.where(mac_time > 0, depth_time / np.maximum(mac_time, 1e-30), 0.0),
+        "grouped_share": np.clip(grouped_time / safe, 0, 1),
     }, index=X.index if isinstance(X, pd.DataFrame) else None)
     return out
 

@@ -87,3 +87,15 @@ def test_winograd_marks_dense_3x3_stride_1_convolutions(resnet18):
     # the data and filter gradients of the same convolutions keep the flag
     bwd = prof.loc[prof["pass"] == "backward"]
     assert int(bwd.loc[bwd["winograd"], "count"].sum()) == 13
+
+
+def test_grouped_convolutions_are_flagged():
+    """ResNeXt-50 32x4d: its 16 grouped 3x3 convolutions (one per bottleneck) are "mac" kernels flagged `grouped`;
+    resnet18 has none."""
+    layers = pd.read_parquet(LAYERS, columns=LAYER_COLUMNS, filters=[("model_key", "==", "resnext50_32x4d")])
+    prof = kernel_profiles(layers.loc[layers["img_size"] == 224], fusions=("none",))
+    fwd = prof.loc[prof["pass"] == "forward"]
+    assert int(fwd.loc[fwd["grouped"], "count"].sum()) == 16
+    assert (fwd.loc[fwd["grouped"], "kernel_class"] == "mac").all()
+    r18 = pd.read_parquet(LAYERS, columns=LAYER_COLUMNS, filters=[("model_key", "==", "resnet18")])
+    assert not kernel_profiles(r18, fusions=("none",))["grouped"].any()

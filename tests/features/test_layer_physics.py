@@ -314,3 +314,17 @@ def test_a_profile_added_later_prices_as_one_there_from_the_start():
     assert {m: part.kernels_per_gmac(m) for m in per_gmac} == per_gmac
     assert part.add(kernel_profiles(layers.loc[layers["model_key"] == "resnet18"])) == []
     pd.testing.assert_frame_equal(price_rows(X, part), price_rows(X, full))
+
+
+def test_grouped_share_is_the_time_share_of_grouped_convolutions():
+    """Two equal MAC kernels, one a grouped convolution: half of the kernel time is grouped. A profile without the
+    flag (older served models) has none."""
+    q = dict.fromkeys(QUANTITIES, 0.0)
+    q.update(flops_per_sample=2.0e9, out_elems_per_sample=1.0e5)
+    prof = pd.DataFrame([{"model_key": "toy", "img_size": 224, "pass": "forward", "kernel_class": "mac",
+                          "winograd": False, "grouped": grouped, "c_out": 128.0, "out_pixels": 784.0, **q,
+                          "count": 1, "param_elems": 0.0} for grouped in (True, False)])
+    X = rows(["Tesla V100 SXM2 32 GB"], model_key="toy", img_size=224, batch_size=1)
+    base = PhysicsConstants(dispatch_us={"eager": 0.0}, kernel_floor_us=0.0)
+    assert price_rows(X, ProfileIndex(prof), base)["grouped_share"].iloc[0] == pytest.approx(0.5)
+    assert price_rows(X, ProfileIndex(prof.drop(columns="grouped")), base)["grouped_share"].iloc[0] == 0
