@@ -153,12 +153,14 @@ def overrides(tmp: Path, n_trials: int = 2, protocols: str = ALL_PROTOCOLS) -> l
 _TRAINED: dict = {}
 
 
-def trained_store(base: Path, models: tuple[str, ...] = ("dt", "lr")) -> dict:
+def trained_store(base: Path, models: tuple[str, ...] = ("dt", "lr"), protocols: str = ALL_PROTOCOLS) -> dict:
     """Train `models` on the tiny table into a temp MLflow/Optuna store and register; cached per process.
 
+    `protocols`: a Hydra list; `register` needs only `random` (the served run), so tests that only serve a model
+    train just that.
     Returns {"tmp": folder, "cfg": resolved config dict, "summaries": {...}, "registry": {...}}.
     """
-    key = (str(base), models)
+    key = (str(base), models, protocols)
     if key in _TRAINED:
         return _TRAINED[key]
     from omegaconf import OmegaConf
@@ -167,7 +169,7 @@ def trained_store(base: Path, models: tuple[str, ...] = ("dt", "lr")) -> dict:
     from src.register.__main__ import run_register
     from src.train.run import train
 
-    ov = overrides(base)
+    ov = overrides(base, protocols=protocols)
     summaries = {}
     for m in models:
         c = OmegaConf.to_container(compose(ov + [f"model={m}"]), resolve=True)
