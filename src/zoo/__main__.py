@@ -137,7 +137,8 @@ def cmd_ptx(args: argparse.Namespace) -> int:
                          "(TVM reads torch.export or ONNX): no PTX for it")
     workdir = Path(args.workdir) if args.workdir else None
     r = ptx_features(source, args.model, args.input_size, args.batch, [args.arch], workdir=workdir,
-                     kernel_cache=Path(args.kernel_cache) if args.kernel_cache else None)
+                     kernel_cache=Path(args.kernel_cache) if args.kernel_cache else None,
+                     materialise_gates=args.materialise_gates)
     c = r["by_arch"][args.arch]
     out = {
         "source": r["source"], "model": r["model"], "img_size": r["img_size"], "batch_size": r["batch_size"],
@@ -147,6 +148,8 @@ def cmd_ptx(args: argparse.Namespace) -> int:
         "kernels": c["kernels"], "launches": c["launches"], "estimate": c["estimate"],
         "seconds": round(r["seconds"], 3), "stage_seconds": r["stage_seconds"],
     }
+    if args.materialise_gates:
+        out["gates_materialised"] = r["gates_materialised"]
     if args.per_kernel:
         out["per_kernel"] = c["per_kernel"]
     _print(out, args.json)
@@ -277,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
             sp.add_argument("--kernel-cache", default=None,
                             help="reuse/extend this kernel cache (e.g. data/interim/ptx/kernels): kernels already "
                                  "there are neither compiled nor counted again")
+            sp.add_argument("--materialise-gates", action="store_true",
+                            help="compile the variant that does not fuse squeeze-excite gate convolutions into "
+                                 "the full-size multiply (src/zoo/gates.py; the `table` stage uses it for a CNN "
+                                 "whose default schedule recomputes them)")
     tp = sub.add_parser("table", help="the DVC stage: counts for every measured CNN (params.yaml ptx:)")
     tp.add_argument("--batch", type=int, default=None, help="compiled batch size (default params ptx.batch)")
     tp.add_argument("--sources", nargs="*", default=None, help="model_source filter (timm, torchvision, ...)")

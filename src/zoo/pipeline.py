@@ -25,6 +25,8 @@ from src.zoo.tvmgen import (
 
 # Bump when a change alters counts (schedules, lowering, counting): cached rows of another version are redone.
 ZOO_VERSION = "2"
+# `schedule_variant` of a result compiled with channel-gate broadcasts materialised (src/zoo/gates.py).
+MATERIALISED_GATES = "materialised_gates"
 # Scheduled and lowered PrimFuncs live beside the kernels, under the kernel cache root (src/zoo/func_cache.py).
 FUNCS_DIR = "tvm"
 
@@ -32,7 +34,7 @@ FUNCS_DIR = "tvm"
 def ptx_features(source: str, name: str, input_size: int | None, batch: int, archs: list[str],
                  workdir: Path | None = None, built: Built | None = None,
                  nvcc_archs: list[str] | None = None, build_seconds: float = 0.0,
-                 kernel_cache: Path | None = None) -> dict[str, Any]:
+                 kernel_cache: Path | None = None, materialise_gates: bool = False) -> dict[str, Any]:
     """Build, compile (TVM default GPU schedules), nvcc and count every launch through the kernel cache.
 
     Returns {"by_arch": {arch: counts with `per_kernel`}, "seconds": wall time model -> counts, ...}.
@@ -41,6 +43,8 @@ def ptx_features(source: str, name: str, input_size: int | None, batch: int, arc
     not above it (else the lowest). The arch actually compiled is reported as `ptx_arch`. Kernels already in
     `kernel_cache` (default `<workdir>/kernels`, else a temporary folder) are neither compiled nor counted again
     (src/zoo/kernel_cache.py), and PrimFuncs already there are neither scheduled nor lowered (func_cache.py).
+    materialise_gates: compile the variant that does not recompute squeeze-excite gates (src/zoo/gates.py); the
+    result then says `schedule_variant` "materialised_gates" and how many gates (`gates_materialised`).
     """
     pick = {a: choose_nvcc_arch(a, nvcc_archs) for a in archs}
     if batch < 1:
@@ -51,7 +55,8 @@ def ptx_features(source: str, name: str, input_size: int | None, batch: int, arc
     stage = {"build": time.perf_counter() - t0}
     with tempfile.TemporaryDirectory(prefix="zoo_kernels_") as tmp:
         root = kernel_cache or (workdir / "kernels" if workdir is not None else Path(tmp))
-        compiled = compile_cuda(built, batch, func_cache=FuncCache(root / FUNCS_DIR))
+        compiled = compile_cuda(built, batch, func_cache=FuncCache(root / FUNCS_DIR),
+                                materialise_gates=materialise_gates)
         stage.update(compiled.seconds)
         by_ptx_arch, cache_stats = count_through_cache(KernelCache(root), compiled.cuda_source, compiled.launches,
                                                        sorted(set(pick.values()), key=arch_number), stage)
@@ -73,6 +78,9 @@ def ptx_features(source: str, name: str, input_size: int | None, batch: int, arc
         "seconds": seconds,
         "stage_seconds": {k: round(v, 3) for k, v in stage.items()},
     }
+    if materialise_gates:
+        result["schedule_variant"] = MATERIALISED_GATES
+        result["gates_materialised"] = compiled.gates_materialised
     if workdir is not None:
         write_artifacts(workdir, compiled.cuda_source, compiled.launches_json(), result)
     return result

@@ -120,11 +120,14 @@ def _cached(path: Path, version: str, archs: list[str]) -> dict | None:
 
 
 def run_target(target: Target, batch: int, archs: list[str], cache: Path, version: str,
-               retry_failed: bool = False, nvcc_archs: list[str] | None = None, recount: bool = False
-               ) -> tuple[dict | None, dict | None, dict | None]:
+               retry_failed: bool = False, nvcc_archs: list[str] | None = None, recount: bool = False,
+               gates_first: bool = False) -> tuple[dict | None, dict | None, dict | None]:
     """(ptx result, static features, failure) for one target at one compiled batch size, cached.
 
     recount: recount cached models from their stored PTX and launch lists (after a PTX-analyzer change).
+    A result of the default schedule that recomputes (`recomputes_gates`) is compiled again with channel-gate
+    broadcasts materialised; gates_first: compile that variant straight away (a CNN the committed failure table
+    lists as recomputing: `recomputing_pairs`).
     """
     from src.zoo.pipeline import ptx_features
     from src.zoo.resolve import build
@@ -148,6 +151,12 @@ def run_target(target: Target, batch: int, archs: list[str], cache: Path, versio
         # Scheduled under the earlier module-wide fallback: recompute (each function alone); kept if this
         # environment cannot.
         outdated, done = done, None
+    variant = done is not None and recomputes_gates(done, static)
+    if variant:
+        # Counted with the default schedule, which recomputes its gates: compiled again as the variant that
+        # does not (src/zoo/gates.py); kept (and judged implausible later) if this environment cannot.
+        outdated, done = done, None
+    variant = variant or gates_first
     if done is not None and static is not None:
         return done, static, None
     failed = _cached(work / "failure.json", version, archs)
@@ -167,7 +176,11 @@ def run_target(target: Target, batch: int, archs: list[str], cache: Path, versio
             stage = "ptx"
             done = ptx_features(target.spec.source, target.spec.name, target.img_size, batch, archs,
                                 workdir=work, built=built, nvcc_archs=nvcc_archs, build_seconds=build_s,
-                                kernel_cache=cache / KERNELS_DIR)
+                                kernel_cache=cache / KERNELS_DIR, materialise_gates=variant)
+            if not variant and recomputes_gates(done, static):
+                done = ptx_features(target.spec.source, target.spec.name, target.img_size, batch, archs,
+                                    workdir=work, built=built, nvcc_archs=nvcc_archs, build_seconds=build_s,
+                                    kernel_cache=cache / KERNELS_DIR, materialise_gates=True)
         return done, static, None
     except MissingFrameworkError as exc:
         if outdated is not None:
@@ -186,6 +199,35 @@ def run_target(target: Target, batch: int, archs: list[str], cache: Path, versio
         work.mkdir(parents=True, exist_ok=True)
         (work / "failure.json").write_text(json.dumps(failure, indent=1))
         return None, static, failure
+
+
+def fma_per_mac(result: dict, static: dict | None) -> float | None:
+    """Executed FMAs per multiply-accumulate of the CNN (the most over the result's PTX archs); None without MACs."""
+    macs = float((static or {}).get("macs") or 0.0)
+    if macs <= 0:
+        return None
+    fmas = [float(counts.get("by_class", {}).get("fma", 0)) for counts in result.get("by_arch", {}).values()]
+    return max(fmas, default=0.0) / (macs * int(result.get("batch_size") or 1))
+
+
+def recomputes_gates(result: dict, static: dict | None) -> bool:
+    """A result of the default schedule that counts recomputation, not the CNN (more than MAX_FMA_PER_MAC FMAs per
+    MAC): such a CNN is compiled again with its channel-gate broadcasts materialised (src/zoo/gates.py)."""
+    if result.get("schedule_variant"):
+        return False
+    ratio = fma_per_mac(result, static)
+    return ratio is not None and ratio > MAX_FMA_PER_MAC
+
+
+def recomputing_pairs(failures: Path) -> set[tuple[str, int]]:
+    """(model_key, img_size) pairs a failure table lists as counting a recomputing schedule (RecomputingSchedule)."""
+    if not failures.exists() or failures.stat().st_size <= 1:
+        return set()
+    f = pd.read_csv(failures)
+    if "error" not in f.columns:
+        return set()
+    f = f.loc[f["error"] == "RecomputingSchedule"]
+    return set(zip(f["model_key"].astype(str), f["img_size"].astype(int), strict=True))
 
 
 def module_fallback(result: dict) -> str:
@@ -305,16 +347,16 @@ class _Runner:
         return self.pool
 
     def run(self, target: Target, batch: int, archs: list[str], cache: Path, version: str,
-            retry_failed: bool, nvcc_archs: list[str] | None, recount: bool = False
+            retry_failed: bool, nvcc_archs: list[str] | None, recount: bool = False, gates_first: bool = False
             ) -> tuple[dict | None, dict | None, dict | None]:
         from concurrent.futures import TimeoutError as FutureTimeout
         from concurrent.futures.process import BrokenProcessPool
 
         if self.timeout_s is None:
-            return run_target(target, batch, archs, cache, version, retry_failed, nvcc_archs, recount)
+            return run_target(target, batch, archs, cache, version, retry_failed, nvcc_archs, recount, gates_first)
         t0 = time.perf_counter()
         fut = self._pool().submit(run_target, target, batch, archs, cache, version, retry_failed, nvcc_archs,
-                                  recount)
+                                  recount, gates_first)
         try:
             return fut.result(timeout=self.timeout_s)
         except (FutureTimeout, BrokenProcessPool) as exc:
@@ -455,6 +497,7 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
     cache.mkdir(parents=True, exist_ok=True)
     old_counts, old_fails, old_static, old_kernels = _previous(out_counts, out_failures, out_static, out_kernels,
                                                                version)
+    recomputing = recomputing_pairs(out_failures)  # compiled straight away as the gate variant
     results: list[tuple[Target, dict]] = []
     carried: list[pd.DataFrame] = []  # legacy network rows (no per-kernel rows yet)
     carried_kernels: list[tuple[Target, pd.DataFrame]] = []
@@ -519,7 +562,8 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
                 skipped += 1
                 continue
         bar.set_postfix_str(t.slug[:40])
-        res, static, fail = runner.run(t, batch, archs, cache, version, retry_failed, nvcc_archs, recount)
+        res, static, fail = runner.run(t, batch, archs, cache, version, retry_failed, nvcc_archs, recount,
+                                       (t.model_key, t.img_size) in recomputing)
         if static is not None and (t.model_key, t.img_size) not in statics:
             statics[(t.model_key, t.img_size)] = static_row(t, static)
         if fail is not None and len(legacy):
@@ -575,7 +619,8 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
             if not cached and (offline_only or over):
                 skipped_batches += 1
                 continue
-            res, _static, fail = runner.run(t, b, archs, cache, version, retry_failed, nvcc_archs, recount)
+            res, _static, fail = runner.run(t, b, archs, cache, version, retry_failed, nvcc_archs, recount,
+                                            (t.model_key, t.img_size) in recomputing)
             if fail is not None and fail["stage"] == MISSING_EXTRA and known is not None:
                 batch_failures.append(known)  # could not be retried here: the entry stays
                 continue

@@ -113,6 +113,7 @@ class Compiled:
     seconds: dict[str, float]
     non_kernel_calls: dict[str, int] = field(default_factory=dict)
     func_stats: dict[str, int] = field(default_factory=dict)  # PrimFuncs scheduled vs taken from the func cache
+    gates_materialised: int = 0  # gate multiplies rewritten by src/zoo/gates.py (0: the default schedule)
 
     def launches_json(self) -> str:
         return json.dumps([asdict(x) for x in self.launches], indent=1)
@@ -233,18 +234,25 @@ def _call_counts(main: Any) -> tuple[list[str], dict[str, int]]:
 
 
 def _zero_pipeline(built: Built, batch: int, target: Any, secs: dict[str, float],
-                   shape_only: bool | None = None) -> Any:
-    """Model -> Relax module through TVM's "zero" pipeline (legalised, fused), adding the seconds to `secs`.
+                   shape_only: bool | None = None, materialise_gates: bool = False) -> tuple[Any, int]:
+    """Model -> Relax module through TVM's "zero" pipeline (legalised, fused), adding the seconds to `secs`;
+    returns (module, gate multiplies rewritten).
 
     shape_only: constant folding decides what to fold as TVM's does but does not compute the folded weights
-    (src/zoo/shape_fold.py), unless the module reads tensor values into shapes; default SHAPE_ONLY_FOLDING."""
+    (src/zoo/shape_fold.py), unless the module reads tensor values into shapes; default SHAPE_ONLY_FOLDING.
+    materialise_gates: rewrite channel-gate multiplies first (src/zoo/gates.py), so that no gate convolution is
+    fused into, and recomputed by, the full-size multiply."""
     from tvm import relax
 
+    from src.zoo.gates import materialise_gate_broadcasts
     from src.zoo.shape_fold import needs_values, shape_only_folding
 
     mod, stage_secs = to_relax(built, batch)
     t0 = time.perf_counter()
+    rewritten = 0
     try:
+        if materialise_gates:
+            mod, rewritten = materialise_gate_broadcasts(mod)
         with target:
             if (SHAPE_ONLY_FOLDING if shape_only is None else shape_only) and not needs_values(mod):
                 with shape_only_folding():
@@ -256,7 +264,7 @@ def _zero_pipeline(built: Built, batch: int, target: Any, secs: dict[str, float]
     stage_secs["schedule"] = time.perf_counter() - t0
     for key, value in stage_secs.items():
         secs[key] = secs.get(key, 0.0) + value
-    return mod
+    return mod, rewritten
 
 
 def lower_prims(prims: dict, target: Any) -> tuple[str, dict[str, tuple]]:
@@ -395,7 +403,7 @@ def _lower_through_cache(prims: dict, order: list[str], target: Any, cache: Func
 
 
 def compile_cuda(built: Built, batch: int = 1, target_arch: str = TVM_TARGET_ARCH,
-                 func_cache: FuncCache | None = None) -> Compiled:
+                 func_cache: FuncCache | None = None, materialise_gates: bool = False) -> Compiled:
     """Model -> CUDA C of every kernel + the launch list of one inference (no GPU needed).
 
     Each PrimFunc gets dlight's default GPU schedules alone; a rule that cannot handle a function is left out for
@@ -406,25 +414,29 @@ def compile_cuda(built: Built, batch: int = 1, target_arch: str = TVM_TARGET_ARC
     With `func_cache`, PrimFuncs scheduled and lowered for an earlier CNN (same structure) are taken from it
     (src/zoo/func_cache.py): the CUDA C is then assembled from per-PrimFunc kernels, whose parameter names are
     replaced by position, and `func_stats` says how many were reused.
+
+    materialise_gates: the variant for a CNN whose default schedule recomputes its squeeze-excite gates
+    (src/zoo/gates.py); `gates_materialised` says how many gate multiplies were rewritten.
     """
     from src.zoo.schedule import rules_dropped
 
     tvm = _tvm()
     target = tvm.target.Target({"kind": "cuda", "arch": target_arch})
     secs: dict[str, float] = {}
-    order, other, prims = _call_graph(_zero_pipeline(built, batch, target, secs))
+    mod, gates = _zero_pipeline(built, batch, target, secs, materialise_gates=materialise_gates)
+    order, other, prims = _call_graph(mod)
     if func_cache is not None:
         try:
             source, geometry, without = _lower_through_cache(prims, order, target, func_cache, target_arch, secs)
         except _NoCommonPreamble:
-            whole = compile_cuda(built, batch, target_arch)
+            whole = compile_cuda(built, batch, target_arch, materialise_gates=materialise_gates)
             whole.seconds = {k: secs.get(k, 0.0) + whole.seconds.get(k, 0.0) for k in {*secs, *whole.seconds}}
             return whole
     else:
         source, geometry, without = schedule_and_lower(prims, target, secs)
     stats = dict(func_cache.last) if func_cache is not None else {}
     return Compiled(source, launch_list(order, geometry), batch, (batch, *built.input_shape[1:]), secs,
-                    {**other, **rules_dropped(without)}, func_stats=stats)
+                    {**other, **rules_dropped(without)}, func_stats=stats, gates_materialised=gates)
 
 
 def launch_list(order: list[str], geometry: dict[str, tuple]) -> list[Launch]:

@@ -28,6 +28,7 @@ from src.zoo.table import (
     batches_needed,
     cc_to_arch,
     compiled_batch_for,
+    recomputing_pairs,
     select_targets,
 )
 
@@ -117,6 +118,7 @@ def warm(measurements: Path, gpus_path: Path, cache: Path, counts: Path, kernels
         if batch != base_batch:  # entries an earlier scheduling policy caused are computed again
             f = f.loc[(f["batch_size"] == batch) & ~f["stage"].isin(OUTDATED_BATCH_FAILURES)]
         failed |= pairs(f)
+    recomputing = recomputing_pairs(failures_path)  # compiled straight away as the gate variant (table.py)
     todo = warm_targets(targets, keys, meas, batch, base_batch, extra_batches, counted,
                         failed, models)[shard[0]::shard[1]]
     if limit is not None:
@@ -133,7 +135,8 @@ def warm(measurements: Path, gpus_path: Path, cache: Path, counts: Path, kernels
             continue
         bar.set_postfix_str(t.slug[:40])
         t0 = time.perf_counter()
-        res, _static, fail = runner.run(t, batch, archs, cache, ZOO_VERSION, models is not None, nvcc_archs)
+        res, _static, fail = runner.run(t, batch, archs, cache, ZOO_VERSION, models is not None, nvcc_archs,
+                                        gates_first=(t.model_key, t.img_size) in recomputing)
         if res is not None:
             done_rows += rows
             seconds.append(time.perf_counter() - t0)

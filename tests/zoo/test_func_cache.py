@@ -66,7 +66,7 @@ def test_func_key_ignores_names_but_not_structure_or_target(tiny_models):
     from src.zoo.tvmgen import _zero_pipeline
 
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_86"})
-    mods = [_zero_pipeline(b, 1, target, {}) for b in tiny_models]
+    mods = [_zero_pipeline(b, 1, target, {})[0] for b in tiny_models]
     keys = [{func_key(f, "sm_86") for f in m.functions.values() if isinstance(f, tvm.tirx.PrimFunc)}
             for m in mods]
     shared, only_wide = keys[0] & keys[1], keys[1] - keys[0]
@@ -119,7 +119,7 @@ def test_device_codegen_alone_gives_the_full_build_source(tiny_models):
     from src.zoo.tvmgen import _zero_pipeline, lower_prims
 
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_86"})
-    mod = _zero_pipeline(tiny_models[0], 1, target, {})
+    mod, _ = _zero_pipeline(tiny_models[0], 1, target, {})
     for gv, f in list(mod.functions.items()):
         if isinstance(f, tvm.tirx.PrimFunc):
             mod[gv] = schedule_func(f, target).func

@@ -101,7 +101,7 @@ def test_per_function_scheduling_equals_dlights_pass_where_no_rule_fails():
     from src.zoo.tvmgen import _zero_pipeline
 
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_86"})
-    mod = _zero_pipeline(_built("se", _squeeze_excite()), 1, target, {})
+    mod, _ = _zero_pipeline(_built("se", _squeeze_excite()), 1, target, {})
     # taken first: dlight's pass writes the scheduled functions into the module it is given
     prims = [(gv, f) for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
     with target:
@@ -125,7 +125,7 @@ def test_a_function_no_rule_lowers_names_itself(monkeypatch):
     from src.zoo import tvmgen
 
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_86"})
-    mod = tvmgen._zero_pipeline(_built("se", _squeeze_excite()), 1, target, {})
+    mod, _ = tvmgen._zero_pipeline(_built("se", _squeeze_excite()), 1, target, {})
     prims = {gv: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     victim = sorted(gv.name_hint for gv in prims)[0]
     real = tvmgen.lower_prims
