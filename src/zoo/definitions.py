@@ -123,6 +123,39 @@ def _evonorm_b0(arch: str) -> Callable[[], Any]:
     return build
 
 
+def _without_se(arch: str) -> Callable[[], Any]:
+    """A timm MobileNet/EfficientNet with every squeeze-excite module removed (PaddleClas' `use_se=False`)."""
+
+    def build() -> Any:
+        from torch import nn
+
+        model = _timm(arch)()
+        for block in model.modules():
+            if isinstance(getattr(block, "se", None), nn.Module) and not isinstance(block.se, nn.Identity):
+                block.se = nn.Identity()
+        return model
+
+    return build
+
+
+def _hrnet_se(arch: str) -> Callable[[], Any]:
+    """timm's HRNet-C with PaddleClas' `has_se`: a squeeze-excite module (reduction 16, channels // 16) in every
+    basic and bottleneck block, before the residual add, as PaddleClas' hrnet.py has it."""
+
+    def build() -> Any:
+        from timm.layers import SEModule
+        from timm.models.resnet import BasicBlock, Bottleneck
+
+        model = _timm(arch)()
+        for block in model.modules():
+            if isinstance(block, (BasicBlock, Bottleneck)):
+                channels = (block.bn2 if isinstance(block, BasicBlock) else block.bn3).num_features
+                block.se = SEModule(channels, rd_channels=channels // 16)
+        return model
+
+    return build
+
+
 def _retinanet(backbone: str, num_classes: int) -> Callable[[], Any]:
     """RetinaNet (Lin et al. 2017) as torchvision and MLPerf's reference build it: a ResNet-family backbone with an
     FPN on C3-C5 plus P6/P7 (`LastLevelP6P7(256, 256)`), 9 anchors per location, four 3x3 convolutions of 256
@@ -196,6 +229,14 @@ _ENTRIES = [
                _timm("seresnext50_32x4d", **VD), 27.76, 5.64,
                gmacs_unchecked="the published 5.64 GFLOPs disagree with the same list's SE_ResNeXt50_32x4d (4.27) "
                                "plus what the vd stem adds to a ResNeXt-50 (ResNeXt50_vd_32x4d: +0.24)"),
+    Definition("senet154_vd", PADDLE_LIST + " SENet154_vd (se_resnext_vd.py: ResNeXt-152 64x4d, bottleneck width "
+               "= output width, a 64-64-128 deep stem, average-pool shortcut, SE reduction 16)",
+               _timm("seresnext101_32x4d", layers=DEPTH_152, cardinality=64, base_width=4, stem_width=64,
+                     stem_type="deep", avg_down=True), 122.03, 24.45),
+    Definition("se_hrnet_w64_c", PADDLE_LIST + " SE_HRNet_W64_C_ssld (hrnet.py, has_se: timm hrnet_w64 with SE "
+               "in every block)", _hrnet_se("hrnet_w64"), 129.12, 29.00),
+    Definition("efficientnetb0_small", PADDLE_LIST + " EfficientNetB0_small (efficientnet.py: B0 with "
+               "use_se=False)", _without_se("efficientnet_b0"), 4.69, 0.40),
     Definition("res2net200d", PADDLE_LIST + " Res2Net200_vd_26w_4s",
                _timm("res2net101d", layers=(3, 12, 48, 3)), 76.44, 15.77),
     Definition("resnest50_fast_1s1x64d", PADDLE_LIST + " ResNeSt50_fast_1s1x64d (radix 1, cardinality 1, "
@@ -250,6 +291,14 @@ _ENTRIES = [
                39.92, 13.96, img_size=299),
     Definition("nfnet_f0s", "timm <= 0.6 nfnet_f0s: NFNet-F0 with SiLU", _nfnet_silu("nfnet_f0"), 71.49, 12.62,
                img_size=256),
+    *[Definition(f"nfnet_f{i}s", f"timm <= 0.6 nfnet_f{i}s: NFNet-F{i} with SiLU", _nfnet_silu(f"nfnet_f{i}"),
+                 params, gmacs, img_size=size)
+      for i, params, gmacs, size in [(1, 132.63, 35.97, 320), (2, 193.78, 63.22, 352), (3, 254.92, 115.58, 416),
+                                     (4, 316.07, 216.26, 512), (5, 377.21, 290.97, 544), (6, 438.36, 378.69, 576),
+                                     (7, 499.50, 480.39, 608)]],
+    Definition("regnetz_d8_evob", "timm <= 0.6 regnetz_d8_evob: RegNetZ-D8 with EvoNorm-B0 (regnetz_d8's "
+               "layout; regnetz_d8_evos differs: 7.03 GMACs at 320 px)",
+               _evonorm_b0("regnetz_d8"), 23.41, 6.12, img_size=320),
     Definition("regnety_040s_gn", "timm <= 0.6 regnety_040s_gn, renamed regnety_040_sgn",
                _timm("regnety_040_sgn"), 20.65, 4.03),
     Definition("resnetv2_50d_evob", "timm <= 0.6 resnetv2_50d_evob: ResNetV2-50d with EvoNorm-B0",
