@@ -103,3 +103,33 @@ def test_cv_mape_records_each_folds_score_on_the_trial_and_the_frame_marks_the_s
     assert frame["selected"].tolist() == [t.number == chosen.number for t in study.trials]
     assert [json.loads(v) for v in frame[FOLD_SCORES_ATTR]] == [
         [round(v, 6) for v in t.user_attrs[FOLD_SCORES_ATTR]] for t in study.trials]
+
+
+def _with_warm_start(warm_folds: list[float], others: list[list[float]]) -> optuna.Study:
+    """A study whose first trial was enqueued (the model's warm start), then complete trials with these folds."""
+    study = optuna.create_study(direction="minimize")
+    study.enqueue_trial({"max_depth": 8, "min_samples_leaf": 2})
+    folds = iter([warm_folds, *others])
+    depths = iter(range(20, 40))
+
+    def objective(trial: optuna.trial.Trial) -> float:
+        trial.suggest_int("max_depth", 2, 40) if trial.number == 0 else trial.suggest_int(
+            "max_depth", next(depths), 40)
+        trial.suggest_int("min_samples_leaf", 1, 40)
+        scores = next(folds)
+        trial.set_user_attr(FOLD_SCORES_ATTR, scores)
+        return float(np.mean(scores))
+
+    study.optimize(objective, n_trials=1 + len(others))
+    return study
+
+
+def test_incumbent_keeps_the_warm_start_unless_a_trial_beats_it_by_more_than_its_standard_error():
+    rule = {"rule": "incumbent"}
+    # warm start 16 / 20 (mean 18, SE 2): a trial at 16.5 is within noise, one at 15.5 is not
+    assert select_trial(_with_warm_start([16.0, 20.0], [[15.0, 18.0]]), rule, SPACE).number == 0
+    assert select_trial(_with_warm_start([16.0, 20.0], [[14.0, 17.0]]), rule, SPACE).number == 1
+    # a worse challenger never wins; without a warm start the rule is argmin
+    assert select_trial(_with_warm_start([16.0, 20.0], [[30.0, 31.0]]), rule, SPACE).number == 0
+    study = study_of([(20, 2, [30.0, 32.0]), (34, 1, [20.0, 35.6])])
+    assert select_trial(study, rule, SPACE).number == 1
