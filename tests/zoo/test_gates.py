@@ -13,7 +13,7 @@ from src.zoo.kernel_table import MAX_FMA_PER_MAC
 from src.zoo.pipeline import MATERIALISED_GATES
 from src.zoo.table import fma_per_mac, recomputes_gates, recomputing_pairs
 from tests.zoo.test_kernel_cache import needs_tvm
-from tests.zoo.test_tvmgen import _built
+from tests.zoo.test_tvmgen import _built, _gated
 
 
 def _nf_gate():
@@ -21,22 +21,7 @@ def _nf_gate():
 
     With only `x * gate` TVM's fused kernel computes the gate once per thread block; with the chain after it (as in
     dm_nfnet) dlight schedules the fused function element-wise and every output element recomputes the gate."""
-    import torch
-    from torch import nn
-
-    class NfGate(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv = nn.Conv2d(3, 32, 3, padding=1)
-            self.fc1 = nn.Conv2d(32, 32, 1)
-            self.fc2 = nn.Conv2d(32, 32, 1)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            x = torch.relu(self.conv(x))
-            gate = torch.sigmoid(self.fc2(torch.relu(self.fc1(x.mean((2, 3), keepdim=True)))))
-            return (x * gate * 2.0 * 0.2 + x).mean((2, 3))
-
-    return NfGate().eval()
+    return _gated(32, lambda m, x, gate: (x * gate * 2.0 * 0.2 + x).mean((2, 3)))
 
 
 def _constant_scale():

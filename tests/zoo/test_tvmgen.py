@@ -35,25 +35,34 @@ def _split_attention():
     return SplitAttention().eval()
 
 
-def _squeeze_excite():
-    """A conv, a squeeze-excite gate (1x1 convs on the pooled map: matmuls at batch > 1), and another conv."""
+def _gated(mid: int, tail, **extra):
+    """A conv (3 -> 32) and a squeeze-excite gate (1x1 convs 32 -> `mid` -> 32 on the pooled map), then
+    `tail(module, x, gate)`; `extra` modules are registered after the conv (their order is the graph's)."""
     import torch
     from torch import nn
 
-    class SqueezeExcite(nn.Module):
+    class Gated(nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.conv = nn.Conv2d(3, 32, 3, padding=1)
-            self.conv2 = nn.Conv2d(32, 32, 3, padding=1)
-            self.fc1 = nn.Conv2d(32, 8, 1)
-            self.fc2 = nn.Conv2d(8, 32, 1)
+            for name, module in extra.items():
+                self.add_module(name, module)
+            self.fc1 = nn.Conv2d(32, mid, 1)
+            self.fc2 = nn.Conv2d(mid, 32, 1)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             x = torch.relu(self.conv(x))
             gate = torch.sigmoid(self.fc2(torch.relu(self.fc1(x.mean((2, 3), keepdim=True)))))
-            return self.conv2(x * gate).mean((2, 3))
+            return tail(self, x, gate)
 
-    return SqueezeExcite().eval()
+    return Gated().eval()
+
+
+def _squeeze_excite():
+    """A conv, a squeeze-excite gate (1x1 convs on the pooled map: matmuls at batch > 1), and another conv."""
+    from torch import nn
+
+    return _gated(8, lambda m, x, gate: m.conv2(x * gate).mean((2, 3)), conv2=nn.Conv2d(32, 32, 3, padding=1))
 
 
 def _built(name, module):
