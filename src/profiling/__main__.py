@@ -107,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--any-metrics", action="store_true",
                        help="do not require the profiler's metric list, only consistency across launches")
 
+    traces = sub.add_parser("traces", help="kernel counts of `_target --trace-out` traces in a folder (CSV)")
+    traces.add_argument("folder", type=Path, help="folder of <slug>.json traces with <slug>.info.json beside")
+    traces.add_argument("--out", type=Path, required=True, help="output CSV")
+
     sub.add_parser("models", help="print the default model list")
 
     target = sub.add_parser("_target", help=argparse.SUPPRESS)
@@ -160,6 +164,14 @@ def main(argv: list[str] | None = None) -> int:
             if not args.any_metrics:
                 for key, value in summarize_ncu(report.kernels).items():
                     print(f"  {key:26s} {value:.6g}")
+            return 0
+        if args.command == "traces":
+            from src.profiling.trace import summarize_traces
+
+            table = summarize_traces(args.folder)
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            table.to_csv(args.out, index=False)
+            print(f"{len(table)} trace(s) summarised -> {args.out}")
             return 0
         if args.command == "_target":
             from src.profiling.target import run_target
