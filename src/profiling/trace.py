@@ -19,12 +19,17 @@ from typing import Any
 
 import pandas as pd
 
-# Device kernels whose names say they are convolution or matrix work (cuDNN, cuBLAS, CUTLASS, Triton mm).
-_MAC_KERNEL = re.compile(r"conv|gemm|sgemm|hgemm|xmma|cutlass|implicit|winograd|fft|wgrad|dgrad|sm\d{2}_|"
-                         r"triton_tem_|_mm_|bmm", re.IGNORECASE)
+# Library kernels whose names say they are convolution or matrix work (cuDNN, cuBLAS incl. Hopper's nvjet,
+# CUTLASS). Triton kernels are named by Inductor after the operators they fuse ("triton_poi_fused_convolution_2"
+# is a pointwise kernel), so only its templates (`triton_tem_`) count as matrix work.
+_MAC_KERNEL = re.compile(r"conv|gemm|gemv|xmma|cutlass|nvjet|winograd|fft|wgrad|dgrad|bmm", re.IGNORECASE)
+_NOT_MAC = re.compile(r"init_device_workspace|ToNhwc|ToNchw", re.IGNORECASE)
+# cuDNN's layout transforms around an NHWC convolution engine fed NCHW tensors: launches no fusion rule predicts.
+_LAYOUT_KERNEL = re.compile(r"nchwToNhwc|nhwcToNchw", re.IGNORECASE)
 _LAUNCH_CALL = re.compile(r"LaunchKernel|cuLaunch|GraphLaunch", re.IGNORECASE)
 TRACE_COLUMNS = ["trace", "model", "model_key", "family", "precision", "memory_layout", "compile_mode", "mode",
-                 "batch_size", "img_size", "gpu", "kernels", "mac_kernels", "triton_kernels", "other_kernels",
+                 "batch_size", "img_size", "gpu", "kernels", "mac_kernels", "triton_kernels", "layout_kernels",
+                 "other_kernels",
                  "kernel_us", "mac_kernel_us", "span_us", "launch_calls", "graph_launches", "memcpy", "memset",
                  "compile_warmup_s"]
 
@@ -43,6 +48,19 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
         raise TraceError(f"{path}: no 'traceEvents' list of objects (not a torch.profiler Chrome trace)")
     return events
+
+
+def kernel_kind(name: str) -> str:
+    """mac (library convolution / GEMM or a Triton matmul template), layout (cuDNN NCHW<->NHWC transform),
+    triton (an Inductor-generated pointwise or reduction kernel) or other (ATen and cuDNN elementwise, norm,
+    pooling, reduction kernels)."""
+    if name.startswith("triton_"):
+        return "mac" if name.startswith("triton_tem_") else "triton"
+    if _LAYOUT_KERNEL.search(name):
+        return "layout"
+    if _MAC_KERNEL.search(name) and not _NOT_MAC.search(name):
+        return "mac"
+    return "other"
 
 
 def summarize_events(events: Iterable[dict[str, Any]], where: str = "trace") -> dict[str, float]:
@@ -69,11 +87,11 @@ def summarize_events(events: Iterable[dict[str, Any]], where: str = "trace") -> 
         elif cat in ("cuda_runtime", "cuda_driver") and _LAUNCH_CALL.search(name):
             launches += 1
             graph_launches += "GraphLaunch" in name
-    mac = [k for k in kernels if _MAC_KERNEL.search(k[0])]
-    triton = [k for k in kernels if k[0].startswith("triton_") and not _MAC_KERNEL.search(k[0])]
+    kind = [kernel_kind(name) for name, _, _ in kernels]
+    mac = [k for k, c in zip(kernels, kind, strict=True) if c == "mac"]
     span = (max(ts + dur for _, ts, dur in kernels) - min(ts for _, ts, _ in kernels)) if kernels else 0.0
-    return {"kernels": len(kernels), "mac_kernels": len(mac), "triton_kernels": len(triton),
-            "other_kernels": len(kernels) - len(mac) - len(triton),
+    return {"kernels": len(kernels), "mac_kernels": len(mac), "triton_kernels": kind.count("triton"),
+            "layout_kernels": kind.count("layout"), "other_kernels": kind.count("other"),
             "kernel_us": sum(d for _, _, d in kernels), "mac_kernel_us": sum(d for _, _, d in mac),
             "span_us": span, "launch_calls": launches, "graph_launches": graph_launches,
             "memcpy": memcpy, "memset": memset}
@@ -98,11 +116,15 @@ def summarize_traces(folder: Path) -> pd.DataFrame:
     A trace without its info file (or the reverse) is a TraceError: a step we cannot name is not counted.
     """
     folder = Path(folder)
+    if not folder.is_dir():
+        raise TraceError(f"{folder}: no such folder of traces")
     traces = sorted(p for p in folder.glob("*.json") if not p.name.endswith(".info.json"))
     infos = {p.name[: -len(".info.json")] for p in folder.glob("*.info.json")}
     unpaired = sorted({p.stem for p in traces} ^ infos)
     if unpaired:
         raise TraceError(f"{folder}: trace and info files do not pair up for {unpaired[:5]}")
+    if not traces:
+        raise TraceError(f"{folder}: no <slug>.json traces")
     rows = []
     for trace in traces:
         row = {"trace": trace.name, **_info(trace.with_name(trace.stem + ".info.json"))}

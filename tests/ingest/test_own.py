@@ -78,3 +78,29 @@ def test_h100_rows_pair_with_the_h200_rows_of_the_same_configurations():
     assert len(pairs) == 141
     ratio = pairs["latency_ms_h100"] / pairs["latency_ms_h200"]
     assert ratio.min() > 1.0 and 1.05 < ratio.median() < 1.15 and (ratio < 1.43).mean() > 0.95
+
+
+def test_h200_compile_triples_ingest_with_their_runtime():
+    """The committed 2026-11-28 H200 run: the same CNN eager, torch.compile and graph-replayed at batch 1. At that
+    batch Inductor's default mode still launches each kernel from the host: it beats eager by far less than a
+    graph replay of eager's own (unfused) kernels does."""
+    import glob
+
+    import pandas as pd
+
+    frames = []
+    for path in sorted(glob.glob("data/own/h200_20261128_compile_bs1_*.csv")):
+        result = own.parse_file(path, path)
+        frame, quarantine = validate(result.rows)
+        assert not quarantine and len(frame) == result.n_read
+        frames.append(frame)
+    rows = pd.concat(frames)
+    assert len(rows) == 127 and set(rows["batch_size"]) == {1} and set(rows["gpu"]) == {"H200 SXM 141 GB"}
+    assert rows.groupby("compile_mode").size().to_dict() == {"cuda_graphs": 40, "eager": 44, "torch_compile": 43}
+    t = rows.pivot_table(index=["model_key", "precision"], columns="compile_mode", values="latency_ms")
+    over_compile = (t["eager"] / t["torch_compile"]).dropna()
+    over_graphs = (t["eager"] / t["cuda_graphs"]).dropna()
+    assert len(over_compile) == 43 and len(over_graphs) == 40
+    assert 1.2 < over_compile.median() < 1.8 and over_graphs.median() > 2.5 * over_compile.median()
+    both = t[["torch_compile", "cuda_graphs"]].dropna()
+    assert len(both) == 40 and (both["torch_compile"] > both["cuda_graphs"]).all()
