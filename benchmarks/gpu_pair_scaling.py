@@ -35,14 +35,17 @@ from src.train.fit import make_model, ptx_columns  # noqa: E402
 
 
 def physics_estimates(overrides: list[str]) -> pd.DataFrame:
-    """The dataset's rows with the physics estimate (ms) of the default feature set's Pipeline."""
+    """The dataset's rows with the physics estimate (ms) and its kernel count from the default feature set's
+    Pipeline."""
     c = OmegaConf.to_container(compose(["features=physics_ptx", "target=efficiency", *overrides]), resolve=True)
     df = pd.read_parquet(REPO_ROOT / c["data"]["dataset"])
     ptx = ptx_columns(c, df)
     cols = input_columns(c["features"], ptx)
     perf = perf_step(make_model(c, None, ptx).regressor)
     perf.fit(df[cols])
-    df["t_physics_ms"] = perf.physics_frame(df[cols])["t_physics_ms"].to_numpy()
+    frame = perf.physics_frame(df[cols])
+    df["t_physics_ms"] = frame["t_physics_ms"].to_numpy()
+    df["n_kernels"] = frame["n_kernels"].to_numpy()
     return df
 
 

@@ -64,7 +64,7 @@ class PhysicsConstants:
     """The few hardware/software constants the estimate assumes (conf/physics/default.yaml documents each)."""
 
     kernel_floor_us: float = 2.0
-    dispatch_us: dict = field(default_factory=lambda: {"eager": 6.0, "torch_compile": 2.0, "cuda_graphs": 0.5,
+    dispatch_us: dict = field(default_factory=lambda: {"eager": 20.0, "torch_compile": 17.0, "cuda_graphs": 0.5,
                                                        "xla": 2.0, "tensorrt": 0.5, "xla_tensorrt": 1.0})
     training_dispatch_factor: float = 1.5
     # compile_mode -> the kernel fusion its runtime applies (`src.features.kernels.FUSIONS`); absent = none.
@@ -435,7 +435,7 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
         all_bytes[miss] = net["bytes_step"].to_numpy()[miss]
         l2_bytes[miss] = np.where(all_bytes[miss] <= l2[miss], all_bytes[miss], 0.0)
 
-    default_us = constants.dispatch_us.get("eager", 6.0)
+    default_us = constants.dispatch_us.get("eager", 20.0)
     dispatch_us = lookup(compile_mode, lambda m: constants.dispatch_us.get(m, default_us))
     t_dispatch = n_kernels * dispatch_us * 1e-6 * np.where(training, constants.training_dispatch_factor, 1.0)
     t_physics = np.maximum(t_kernels, t_dispatch)
