@@ -55,9 +55,11 @@ phase compile_bs1 "${C:-300}" --models "$(paste -sd, "$CLIST")" --batch-sizes 1 
 
 echo "== S: start $(date -u +%T)" >>"$LOG"
 $PY -m src.profiling traces "$TR" --out "$OUT/${TAG}_kernel_counts_bs1.csv" >>"$LOG" 2>&1
-# the first model's fp32 traces alone, small enough for a test fixture
-tar -czf "$OUT/${TAG}_fixture_traces.tar.gz" -C "$TR" $(cd "$TR" && ls | grep -E "^$(head -1 "$CLIST" | tr -c \
-  'A-Za-z0-9_.\n-' '-')_fp32_" || true)
+# the first model's fp32 traces alone, small enough for a test fixture (the prefix is read before `cd`: CLIST
+# may be a relative path)
+first=$(head -1 "$CLIST" | tr -c 'A-Za-z0-9_.\n-' '-')
+fixture=$(cd "$TR" && ls | grep -E "^${first}_fp32_" || true)
+[ -n "$fixture" ] && tar -czf "$OUT/${TAG}_fixture_traces.tar.gz" -C "$TR" $fixture
 tar -czf "$OUT/${TAG}_traces_bs1.tar.gz" -C "$OUT" traces && rm -rf "$TR"
 log_summary
 grep -v "\[not_run\]" "$LOG" | tail -40
