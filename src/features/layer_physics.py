@@ -53,7 +53,7 @@ SHARE_FEATURES = ["compute_bound_share", "memory_bound_share", "floor_bound_shar
 PHYSICS_FEATURES = TIME_FEATURES + SHARE_FEATURES
 # Columns a row needs to be priced (besides the GPU spec columns of `GPU_COLUMNS`).
 ROW_COLUMNS = ["model_key", "img_size", "batch_size", "precision", "mode", "compile_mode", "gmacs", "param_count_m",
-               "activations_m"]
+               "activations_m", "memory_layout"]
 GPU_COLUMNS = ["gpu", "memory_bandwidth_gbs", "fp32_tflops", "fp16_tflops", "tensor_fp16_tflops", "fp64_tflops",
                "tensor_cores", "compute_capability", "sm_count", "l2_cache_mb"]
 NOMINAL_TILE = 128.0
@@ -78,6 +78,9 @@ class PhysicsConstants:
     split_k_max: float = 16.0
     # compile_modes whose kernels may be split along K (None = every one, when split_k_min_depth > 0).
     split_k_runtimes: list | None = None
+    # compile_modes whose NCHW convolutions on tensor cores run cuDNN's NHWC engines between two layout transforms
+    # (conf/physics documents the evidence). Empty = none: what models pickled before the key priced.
+    layout_transform_runtimes: list = field(default_factory=list)
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> PhysicsConstants:
@@ -318,6 +321,28 @@ def _str_array(values) -> np.ndarray:
     return np.asarray(values).astype(str).astype(object)
 
 
+def _layout_transforms(X: Columns, constants: PhysicsConstants, precision: np.ndarray, compile_mode: np.ndarray,
+                       tf32: np.ndarray, row: np.ndarray, index: ProfileIndex, ker: np.ndarray, mac: np.ndarray,
+                       grouped: np.ndarray, q: dict, b: np.ndarray, bpe: np.ndarray, bw: np.ndarray,
+                       floor: float) -> np.ndarray:
+    """Per kernel: the time of the NCHW -> NHWC transform of a dense convolution's input and the NHWC -> NCHW one
+    of its output, where the row's runtime leaves NCHW tensors to cuDNN's tensor-core engines (half precision on
+    Volta and newer, TF32 on Ampere and newer). Each transform reads and writes its tensor once. Why: on our H200
+    traces ResNet-18 eager ran 48 such kernels beside its 21 convolutions and GEMMs, torch.compile none
+    (docs/physics.md); depthwise and grouped convolutions ran none."""
+    if not constants.layout_transform_runtimes:
+        return np.zeros(len(ker))
+    cc = np.asarray(X["compute_capability"], dtype=float)
+    tensor_path = (np.isin(precision, list(HALF_PRECISIONS)) & (cc >= 7.0)) | (tf32 & (cc >= 8.0))
+    rows = (tensor_path & (_str_array(X["memory_layout"]) == "nchw")
+            & np.isin(compile_mode, list(constants.layout_transform_runtimes)))
+    dense_conv = mac & ~index.depthwise[ker] & ~grouped & (index.out_pixels[ker] > 1)
+    elems = (q["in_elems_fixed"] + q["in_elems_per_sample"] * b
+             + q["out_elems_fixed"] + q["out_elems_per_sample"] * b)
+    per_tensor = np.maximum(elems * bpe[row] / bw[row], floor)  # both transforms: read + write each tensor once
+    return np.where(rows[row] & dense_conv, 2.0 * per_tensor, 0.0)
+
+
 def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | None = None,
                tf32: np.ndarray | None = None) -> pd.DataFrame:
     """PHYSICS_FEATURES per row of X (ROW_COLUMNS + GPU_COLUMNS; a DataFrame or a mapping of column -> array);
@@ -382,6 +407,8 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
     t_compute = flops / (peak * weff * speedup)
     t_memory = nbytes / bw[row]
     t_kernel = np.maximum(np.maximum(t_compute, t_memory), floor)
+    t_kernel = t_kernel + _layout_transforms(X, constants, precision, compile_mode, tf32, row, index, ker, mac,
+                                             grouped, q, b, bpe, bw, floor)
     count = index.count[ker].astype(np.float64)
     t_total = t_kernel * count
 

@@ -34,7 +34,8 @@ def rows(gpus: list[str], **cfg) -> pd.DataFrame:
     table = gpu_features(sorted(set(gpus))).set_index("gpu")[GPU_SPECS]
     specs = table.loc[gpus].reset_index()
     base = {"model_key": "resnet50", "img_size": 224, "batch_size": 64, "precision": "fp32", "mode": "inference",
-            "compile_mode": "eager", "gmacs": 4.11, "param_count_m": 25.56, "activations_m": 11.11}
+            "compile_mode": "eager", "gmacs": 4.11, "param_count_m": 25.56, "activations_m": 11.11,
+            "memory_layout": "nchw"}
     base.update(cfg)
     return pd.concat([pd.DataFrame([base] * len(specs)), specs], axis=1)
 
@@ -85,6 +86,28 @@ def test_eager_batch_one_is_dispatch_bound(index):
     assert eager["t_dispatch_ms"] > eager["t_kernels_ms"] and eager["t_physics_ms"] == eager["t_dispatch_ms"]
     trt = price_rows(X.assign(compile_mode="tensorrt"), index).iloc[0]
     assert trt["t_physics_ms"] < eager["t_physics_ms"]
+
+
+def test_layout_transforms_of_nchw_convolutions_on_tensor_cores(index):
+    """cuDNN wraps an NCHW dense convolution on tensor cores in two layout transforms (the H200 traces): priced for
+    the runtimes that leave NCHW to cuDNN, never for NHWC, CUDA-core fp32 or depthwise-only work."""
+    on = PhysicsConstants(layout_transform_runtimes=["eager", "cuda_graphs"])
+    off = PhysicsConstants()
+    amp = rows(["A100 SXM4 80 GB"] * 2, precision="amp_fp16")
+    amp.loc[1, "memory_layout"] = "nhwc"
+    t_on, t_off = (price_rows(amp, index, c)["t_kernels_ms"].to_numpy() for c in (on, off))
+    assert t_on[0] > 1.1 * t_off[0] and t_on[1] == t_off[1]
+    # the extra time is the two transforms' traffic: each tensor read and written once at the GPU's bandwidth
+    assert t_on[0] - t_off[0] < t_off[0]
+    compiled = amp.assign(compile_mode="torch_compile")
+    same = price_rows(compiled, index, on)["t_kernels_ms"] == price_rows(compiled, index, off)["t_kernels_ms"]
+    assert same.all()
+    # fp32: only with TF32, and only from Ampere on (a V100 runs fp32 NCHW convolutions on CUDA cores)
+    fp32 = rows(["A100 SXM4 80 GB", "Tesla V100 SXM2 32 GB"])
+    tf32 = np.array([True, True])
+    grown = price_rows(fp32, index, on, tf32)["t_kernels_ms"] / price_rows(fp32, index, off, tf32)["t_kernels_ms"]
+    assert grown.iloc[0] > 1.0 and grown.iloc[1] == 1.0
+    assert (price_rows(fp32, index, on)["t_kernels_ms"] == price_rows(fp32, index, off)["t_kernels_ms"]).all()
 
 
 def test_fp16_uses_tensor_cores_and_tf32_flag(index):
