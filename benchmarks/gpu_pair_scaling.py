@@ -62,9 +62,17 @@ def plot(groups: pd.DataFrame, path: Path) -> Path:
         ax.scatter(g["measured_ratio"], g["estimated_ratio"], s=8 + 2 * np.sqrt(g["rows"]), alpha=0.6,
                    color=color, label=label)
     hi = float(max(groups["measured_ratio"].max(), groups["estimated_ratio"].max()) * 1.1)
-    ax.plot([1, hi], [1, hi], "k--", lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="measured latency ratio (slower / faster GPU)",
-           ylabel="physics estimate's ratio", title="GPU-to-GPU scaling: identical configurations")
+    return finish_ratio_plot(fig, ax, (1.0, hi), path, xlabel="measured latency ratio (slower / faster GPU)",
+                             ylabel="physics estimate's ratio", title="GPU-to-GPU scaling: identical configurations")
+
+
+def finish_ratio_plot(fig, ax, span: tuple[float, float], path: Path, **labels: str) -> Path:
+    """Log-log axes with the y = x diagonal over `span`, a legend, saved to `path` (the measured-vs-estimated
+    ratio plots of the benchmarks)."""
+    import matplotlib.pyplot as plt
+
+    ax.plot(span, span, "k--", lw=1)
+    ax.set(xscale="log", yscale="log", **labels)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)

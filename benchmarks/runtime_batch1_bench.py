@@ -30,7 +30,7 @@ from omegaconf import OmegaConf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_pair_scaling import physics_estimates  # noqa: E402
+from gpu_pair_scaling import finish_ratio_plot, physics_estimates  # noqa: E402
 
 from src.config import REPO_ROOT, compose  # noqa: E402
 from src.tracking import record_benchmark  # noqa: E402
@@ -85,14 +85,8 @@ def plot(sp: pd.DataFrame, path: Path) -> Path:
     for rt, color in (("torch_compile", "tab:orange"), ("cuda_graphs", "tab:green")):
         ax.scatter(sp[f"measured_{rt}"], sp[f"estimated_{rt}"], s=18, alpha=0.7, color=color, label=rt)
     hi = float(np.nanmax(sp.filter(like="ed_").to_numpy()) * 1.1)
-    ax.plot([0.5, hi], [0.5, hi], "k--", lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="measured speed-up over eager (H200, batch 1)",
-           ylabel="physics estimate's speed-up", title="Runtimes at batch 1: eager / runtime latency")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return finish_ratio_plot(fig, ax, (0.5, hi), path, xlabel="measured speed-up over eager (H200, batch 1)",
+                             ylabel="physics estimate's speed-up", title="Runtimes at batch 1: eager / runtime latency")
 
 
 def summarize(counts: pd.DataFrame, sp: pd.DataFrame) -> dict[str, float]:

@@ -1,9 +1,25 @@
 """Rows of our own profiler (data/own/*.csv) are one more source."""
 
+import glob
+
+import pandas as pd
+
 from src.ingest.sources import own
 from src.ingest.validate import validate
 
 HEADER = "gpu,device_raw,model,batch_size,img_size,latency_ms,throughput,precision,mode,memory_layout\n"
+
+
+def ingest_committed(pattern: str) -> pd.DataFrame:
+    """Every committed own file matching `pattern`, parsed and validated: none may lose a row to quarantine."""
+    frames = []
+    for path in sorted(glob.glob(pattern)):
+        result = own.parse_file(path, path)
+        frame, quarantine = validate(result.rows)
+        assert not quarantine and len(frame) == result.n_read, path
+        frames.append(frame)
+    assert frames, f"no committed file matches {pattern}"
+    return pd.concat(frames)
 
 
 def test_own_rows_resolve_and_validate(tmp_path):
@@ -31,17 +47,7 @@ def test_own_file_missing_a_column(tmp_path):
 
 def test_h200_cuda_graph_pairs_ingest_as_a_runtime():
     """The committed 2026-11-27 H200 run: every CNN timed eager and replayed from a CUDA graph, back to back."""
-    import glob
-
-    import pandas as pd
-
-    frames = []
-    for path in sorted(glob.glob("data/own/h200_20261127_graphs_*.csv")):
-        result = own.parse_file(path, path)
-        frame, quarantine = validate(result.rows)
-        assert not quarantine and len(frame) == result.n_read
-        frames.append(frame)
-    rows = pd.concat(frames)
+    rows = ingest_committed("data/own/h200_20261127_graphs_*.csv")
     assert set(rows["compile_mode"]) == {"eager", "cuda_graphs"} and set(rows["gpu"]) == {"H200 SXM 141 GB"}
     assert len(rows) == 508 and set(rows["batch_size"]) == {1}
     pairs = rows.pivot_table(index=["model_key", "precision"], columns="compile_mode", values="latency_ms").dropna()
@@ -55,24 +61,11 @@ def test_h100_rows_pair_with_the_h200_rows_of_the_same_configurations():
     """The committed 2026-11-27 H100 run repeats the H200 runs' configurations on a GPU with the same SMs and
     clocks but 0.70x the memory bandwidth: every row ingests as H100 SXM5 80 GB, and the same CNN is never
     faster on the H100 at batch 256, nor more than the bandwidth ratio slower, outside the launch-bound few."""
-    import glob
-
-    import pandas as pd
-
-    def ingest(pattern: str) -> pd.DataFrame:
-        frames = []
-        for path in sorted(glob.glob(pattern)):
-            result = own.parse_file(path, path)
-            frame, quarantine = validate(result.rows)
-            assert not quarantine and len(frame) == result.n_read
-            frames.append(frame)
-        return pd.concat(frames)
-
-    h100 = ingest("data/own/h100_20261127_*.csv")
+    h100 = ingest_committed("data/own/h100_20261127_*.csv")
     assert set(h100["gpu"]) == {"H100 SXM5 80 GB"} and len(h100) == 240
     assert h100.groupby(["precision", "batch_size", "compile_mode"]).size().to_dict() == {
         ("amp_fp16", 256, "eager"): 141, ("fp32", 1, "cuda_graphs"): 49, ("fp32", 1, "eager"): 50}
-    h200 = ingest("data/own/h200_20261126_infer_amp_fp16_bs256_*.csv")
+    h200 = ingest_committed("data/own/h200_20261126_infer_amp_fp16_bs256_*.csv")
     keys = ["model_source", "model_key"]
     pairs = h100[h100["batch_size"] == 256].merge(h200, on=keys, suffixes=("_h100", "_h200"))
     assert len(pairs) == 141
@@ -84,17 +77,7 @@ def test_h200_compile_triples_ingest_with_their_runtime():
     """The committed 2026-11-28 H200 run: the same CNN eager, torch.compile and graph-replayed at batch 1. At that
     batch Inductor's default mode still launches each kernel from the host: it beats eager by far less than a
     graph replay of eager's own (unfused) kernels does."""
-    import glob
-
-    import pandas as pd
-
-    frames = []
-    for path in sorted(glob.glob("data/own/h200_20261128_compile_bs1_*.csv")):
-        result = own.parse_file(path, path)
-        frame, quarantine = validate(result.rows)
-        assert not quarantine and len(frame) == result.n_read
-        frames.append(frame)
-    rows = pd.concat(frames)
+    rows = ingest_committed("data/own/h200_20261128_compile_bs1_*.csv")
     assert len(rows) == 127 and set(rows["batch_size"]) == {1} and set(rows["gpu"]) == {"H200 SXM 141 GB"}
     assert rows.groupby("compile_mode").size().to_dict() == {"cuda_graphs": 40, "eager": 44, "torch_compile": 43}
     t = rows.pivot_table(index=["model_key", "precision"], columns="compile_mode", values="latency_ms")
