@@ -197,7 +197,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
     def __init__(self, numeric_inputs=(), categorical_inputs=(), gpu_features=(), ptx_features=(),
                  engineered: bool = True, release_column: str | None = None, physics=None,
                  physics_constants: dict | None = None, spec_features: bool | list = True, ptx=None,
-                 release_number: bool = True, cnn_offset: float | None = None, physics_only=()):
+                 release_number: bool = True, cnn_offset: float | None = None):
         self.numeric_inputs = numeric_inputs
         self.categorical_inputs = categorical_inputs
         self.gpu_features = gpu_features
@@ -220,9 +220,6 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         self.ptx = ptx
         # Pseudo-rows of the CNN's offset on other GPUs (src/features/cnn_offset.py); None: no offset features.
         self.cnn_offset = cnn_offset
-        # Categorical inputs that only the physics estimate reads (e.g. the memory layout, priced as cuDNN's layout
-        # transforms): still request fields, never one-hot learner features (docs/training.md "Features").
-        self.physics_only = physics_only
 
     def fit(self, X: pd.DataFrame, y=None):
         self.n_features_in_ = X.shape[1]
@@ -269,11 +266,9 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         return [out[c] for c in OFFSET_FEATURES]
 
     def encoded_categoricals(self) -> list[str]:
-        """Categorical inputs one-hot encoded (the release column is turned into numbers instead; `physics_only`
-        ones reach the physics estimate alone)."""
+        """Categorical inputs one-hot encoded (the release column is turned into numbers instead)."""
         numbered = self.release_column if self._release_as_number() else None
-        priced = set(getattr(self, "physics_only", ()) or ())  # models pickled before the option: none
-        return [c for c in self.categorical_inputs if c != numbered and c not in priced]
+        return [c for c in self.categorical_inputs if c != numbered]
 
     def _release_as_number(self) -> bool:
         return getattr(self, "release_number", True)  # models pickled before the option: a number
@@ -421,7 +416,6 @@ def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool, phys
         spec_features=_spec_features(feat_cfg.get("spec_features", True)),
         ptx=ptx,
         cnn_offset=feat_cfg.get("cnn_offset"),
-        physics_only=_physics_only(feat_cfg),
     )
     if ptx_features and ptx is None:
         raise ValueError(f"features={feat_cfg.get('name')} uses PTX counts but no PTX index was given "
@@ -437,18 +431,6 @@ def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool, phys
         verbose_feature_names_out=False,
     )
     return Pipeline([("perf", perf), ("encode", encode)])
-
-
-def _physics_only(feat_cfg: dict) -> list[str]:
-    """features.physics_only, checked: categorical inputs of a feature set that prices the physics estimate."""
-    names = [str(c) for c in (feat_cfg.get("physics_only") or [])]
-    if names and not feat_cfg.get("physics"):
-        raise ValueError(f"features.physics_only {names} needs `physics: true` (only the estimate reads them)")
-    unknown = sorted(set(names) - set(feat_cfg["categorical_inputs"]))
-    if unknown:
-        raise ValueError(f"features.physics_only names {unknown}, which are not in features.categorical_inputs "
-                         f"{list(feat_cfg['categorical_inputs'])}")
-    return names
 
 
 def _spec_features(value: Any) -> bool | list[str]:

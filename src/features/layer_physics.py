@@ -49,7 +49,7 @@ PASSES_BY_MODE = {"inference": ("forward",), "training": ("train_forward", "back
 TIME_FEATURES = ["t_physics_ms", "t_kernels_ms", "t_dispatch_ms", "n_kernels"]
 SHARE_FEATURES = ["compute_bound_share", "memory_bound_share", "floor_bound_share", "largest_kernel_share",
                   "mac_wave_efficiency", "l2_resident_share", "dispatch_over_kernels", "has_layer_profile",
-                  "winograd_share", "mac_tile_fill", "mac_log2_depth", "grouped_share", "layout_transform_share"]
+                  "winograd_share", "mac_tile_fill", "mac_log2_depth", "grouped_share"]
 PHYSICS_FEATURES = TIME_FEATURES + SHARE_FEATURES
 # Columns a row needs to be priced (besides the GPU spec columns of `GPU_COLUMNS`).
 ROW_COLUMNS = ["model_key", "img_size", "batch_size", "precision", "mode", "compile_mode", "gmacs", "param_count_m",
@@ -407,9 +407,8 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
     t_compute = flops / (peak * weff * speedup)
     t_memory = nbytes / bw[row]
     t_kernel = np.maximum(np.maximum(t_compute, t_memory), floor)
-    t_transforms = _layout_transforms(X, constants, precision, compile_mode, tf32, row, index, ker, mac, grouped, q,
-                                      b, bpe, bw, floor)
-    t_kernel = t_kernel + t_transforms
+    t_kernel = t_kernel + _layout_transforms(X, constants, precision, compile_mode, tf32, row, index, ker, mac,
+                                             grouped, q, b, bpe, bw, floor)
     count = index.count[ker].astype(np.float64)
     t_total = t_kernel * count
 
@@ -429,7 +428,6 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
     all_bytes = per_row(nbytes * count)
     winograd_time = per_row(np.where(winograd, t_total, 0.0))
     grouped_time = per_row(np.where(grouped, t_total, 0.0))
-    transform_time = per_row(t_transforms * count)
     # GEMM reduction depth K (MACs per output element: C_in/groups x R x S for a conv): deep GEMMs keep the math
     # units busy, shallow ones are bound by operand traffic. Time-weighted mean of log2 K over the MAC kernels.
     depth = np.log2(depth_k)
@@ -460,7 +458,6 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
         mac_time[miss] = 0.0
         winograd_time[miss] = 0.0
         grouped_time[miss] = 0.0
-        transform_time[miss] = 0.0
         grid_time[miss] = 0.0
         all_bytes[miss] = net["bytes_step"].to_numpy()[miss]
         l2_bytes[miss] = np.where(all_bytes[miss] <= l2[miss], all_bytes[miss], 0.0)
@@ -487,7 +484,6 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
         "mac_tile_fill": np.where(grid_time > 0, fill_time / np.maximum(grid_time, 1e-30), 1.0),
         "mac_log2_depth": np.where(mac_time > 0, depth_time / np.maximum(mac_time, 1e-30), 0.0),
         "grouped_share": np.clip(grouped_time / safe, 0, 1),
-        "layout_transform_share": np.clip(transform_time / safe, 0, 1),
     }, index=X.index if isinstance(X, pd.DataFrame) else None)
     return out
 

@@ -92,29 +92,6 @@ def test_preprocessor_one_hot_and_unknown_category():
     assert Z.shape == (2, len(names))
 
 
-def test_physics_only_inputs_reach_the_estimate_but_not_the_learner(real):
-    """features.physics_only: the memory layout stays an input (the estimate prices NCHW's layout transforms) but
-    is no one-hot learner feature; naming a column that is not a categorical input, or asking for it without the
-    physics estimate, is an error."""
-    from src.features.engineer import input_columns
-
-    df, index, c = real
-    feat = dict(c["features"], physics_only=["memory_layout"])
-    assert "memory_layout" in input_columns(feat, [])
-    pre = make_preprocessor(feat, [], scale=False, physics=index, physics_constants=c.get("physics"))
-    X = df[input_columns(feat, [])]
-    names = list(pre.fit(X).get_feature_names_out())
-    assert not [n for n in names if n.startswith("memory_layout")]
-    assert "layout_transform_share" in names and "precision_fp32" in names
-    with_layout = make_preprocessor(dict(feat, physics_only=[]), [], scale=False, physics=index,
-                                    physics_constants=c.get("physics"))
-    assert [n for n in with_layout.fit(X).get_feature_names_out() if n.startswith("memory_layout")]
-    with pytest.raises(ValueError, match="not in features.categorical_inputs"):
-        make_preprocessor(dict(feat, physics_only=["layout"]), [], scale=False, physics=index)
-    with pytest.raises(ValueError, match="needs `physics: true`"):
-        make_preprocessor(dict(feat, physics=False), [], scale=False)
-
-
 @pytest.mark.parametrize(
     ("gpu", "datasheet_tops"),
     [("Tesla T4", 130.0), ("A100 PCIe 40 GB", 624.0), ("GeForce RTX 4090", 660.6), ("GeForce GTX 1080", 35.5),
@@ -283,8 +260,7 @@ def test_old_models_pickled_before_the_rewrite_still_transform():
     state = {k: v for k, v in pickle.loads(pickle.dumps(pf)).__dict__.items()}
     assert set(state) == {"numeric_inputs", "categorical_inputs", "gpu_features", "ptx_features", "engineered",
                           "release_column", "physics", "physics_constants", "spec_features", "ptx", "n_features_in_",
-                          "release_by_framework_", "release_median_", "release_number", "cnn_offset",
-                          "physics_only"}
+                          "release_by_framework_", "release_median_", "release_number", "cnn_offset"}
     pd.testing.assert_frame_equal(pf.transform(X), _old_transform(pf, X), check_exact=True)
     old = pickle.loads(pickle.dumps(pf))
     del old.__dict__["release_number"]  # pickled before the option: the release stays a number
@@ -293,8 +269,6 @@ def test_old_models_pickled_before_the_rewrite_still_transform():
     del old.__dict__["cnn_offset"]  # pickled before the CNN offset: no offset features
     assert old.numeric_names() == pf.numeric_names()
     pd.testing.assert_frame_equal(old.transform(X), pf.transform(X), check_exact=True)
-    del old.__dict__["physics_only"]  # pickled before the option: every categorical input is encoded
-    assert old.encoded_categoricals() == ["precision", "mode", "framework"]
 
 
 def test_release_one_hot_keeps_tf32_and_encodes_the_version():

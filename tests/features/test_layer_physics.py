@@ -97,10 +97,6 @@ def test_layout_transforms_of_nchw_convolutions_on_tensor_cores(index):
     amp.loc[1, "memory_layout"] = "nhwc"
     t_on, t_off = (price_rows(amp, index, c)["t_kernels_ms"].to_numpy() for c in (on, off))
     assert t_on[0] > 1.1 * t_off[0] and t_on[1] == t_off[1]
-    # the learner sees the transforms' share of the estimate (the layout itself is no learner feature)
-    share = price_rows(amp, index, on)["layout_transform_share"].to_numpy()
-    assert share[0] == pytest.approx(1 - t_off[0] / t_on[0]) and share[1] == 0.0
-    assert (price_rows(amp, index, off)["layout_transform_share"] == 0.0).all()
     # the extra time is the two transforms' traffic: each tensor read and written once at the GPU's bandwidth
     assert t_on[0] - t_off[0] < t_off[0]
     compiled = amp.assign(compile_mode="torch_compile")
