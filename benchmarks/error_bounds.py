@@ -35,6 +35,7 @@ from omegaconf import OmegaConf  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_pair_scaling import save_with_legend  # noqa: E402
 from pipeline_predictions import held_out_predictions  # noqa: E402
 
 from src.config import REPO_ROOT, compose  # noqa: E402
@@ -120,11 +121,7 @@ def plot(levels: pd.DataFrame, path: Path) -> Path:
     ax.set_xticks(x + 0.4 - width / 2, levels["protocol"], rotation=20)
     ax.set_ylabel("pooled held-out MAPE %")
     ax.set_title("Error left after an oracle removes each group's median offset (bounds, not a model)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_with_legend(fig, ax, path, dpi=120, legend_size=8)
 
 
 def main() -> int:

@@ -69,13 +69,18 @@ def plot(groups: pd.DataFrame, path: Path) -> Path:
 def finish_ratio_plot(fig, ax, span: tuple[float, float], path: Path, **labels: str) -> Path:
     """Log-log axes with the y = x diagonal over `span`, a legend, saved to `path` (the measured-vs-estimated
     ratio plots of the benchmarks)."""
-    import matplotlib.pyplot as plt
-
     ax.plot(span, span, "k--", lw=1)
     ax.set(xscale="log", yscale="log", **labels)
-    ax.legend()
+    return save_with_legend(fig, ax, path)
+
+
+def save_with_legend(fig, ax, path: Path, dpi: int = 110, legend_size: float | None = None) -> Path:
+    """The benchmarks' figure tail: legend, tight layout, saved to `path`, closed (so loops do not pile figures)."""
+    import matplotlib.pyplot as plt
+
+    ax.legend(fontsize=legend_size)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
 
