@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from .legacy_names import TIMM_LEGACY_NAMES
+
 # Prefixes that name a weight port or training recipe, not an architecture.
 # `jx_` (JAX ports: jx_nest_*), `ens_adv_` / `adv_` (adversarially trained Inception weights) too.
 _RECIPE_PREFIXES = ("tf_", "tv_", "gluon_", "legacy_", "ig_", "ssl_", "swsl_", "timm_", "jx_", "ens_adv_", "adv_")
@@ -16,6 +18,7 @@ _FAMILY_ALIASES: dict[str, str] = {
     "inceptionresnetv": "inception_resnet",
     "inception_resnet": "inception_resnet",
     "mobilenetv": "mobilenet",
+    "semnasnet": "mnasnet",  # MnasNet-A1 (timm's legacy name mnasnet_a1 is semnasnet_100)
     "mobilenet": "mobilenet",
     "efficientnetv": "efficientnet",
     "efficientnet": "efficientnet",
@@ -128,10 +131,53 @@ NON_CNN_FAMILIES: dict[str, str] = {
 }
 
 
-def model_key(name: str) -> str:
-    """Join key: lower case, pretrained tag ('.a1_in1k') dropped, '-' folded into '_'."""
+# timm architectures that `timm.utils.reparameterize_model` (timm's `benchmark.py --reparam`) turns into another
+# network: parallel branches folded into one convolution (MobileOne, RepVGG, RepGhost, RepViT, GhostNetV3, FastViT)
+# or batch norms folded into the convolutions before them (LeViT, SHViT, TinyViT, EfficientViT-MSRA, Next-ViT).
+# Checked with timm 1.0.31 on every model of timm's PyTorch 2.9.1 result files: these, and nothing else there,
+# change parameters or module counts (mobileone_s0: 5.29 -> 2.08 M parameters, 1,289 -> 186 modules).
+REPARAMETERIZABLE = re.compile(r"^(?:(?:mobileone|repvgg|repghostnet|repvit|ghostnetv3|fastvit|levit|shvit|"
+                               r"tiny_vit|nextvit)_|efficientvit_m\d)")
+# Appended to the model key of a row measured on the re-parameterised form: it is another network (fewer kernels,
+# other MACs) than the definition the bare key builds, so it gets its own features, its own twins, and the zoo
+# builds it re-parameterised (src/zoo/resolve.py). leave_model_out still holds both forms out together.
+REPARAM_SUFFIX = "+reparam"
+
+
+def is_reparameterizable(key: str) -> bool:
+    """True for the timm architectures whose inference form differs from their training form (REPARAMETERIZABLE)."""
+    return bool(REPARAMETERIZABLE.match(base_model_key(key)))
+
+
+def base_model_key(key: str) -> str:
+    """The architecture's key without REPARAM_SUFFIX ('repvgg_a2+reparam' -> 'repvgg_a2')."""
+    return key[: -len(REPARAM_SUFFIX)] if key.endswith(REPARAM_SUFFIX) else key
+
+
+# Names under which the sources measured another architecture's network: the key of the network they ran.
+# ecaresnext50t_32x4d: every timm result file (PyTorch 1.10 to 2.9.1) and our own profiler report 15.41 M
+# parameters and 2.7 GMACs, ecaresnext26t_32x4d's figures, and time it within 0.3 % of ecaresnext26t_32x4d in all
+# 32 shared settings; timm then registered that name with ResNet-26 depths ([2, 2, 2, 2]). timm 1.0.31 builds it
+# with ResNet-50 depths (25.05 M parameters), which is not what was measured.
+SAME_NETWORK = {"ecaresnext50t_32x4d": "ecaresnext26t_32x4d"}
+
+
+def plain_model_key(name: str) -> str:
+    """The name normalised: lower case, pretrained tag ('.a1_in1k') dropped, '-' folded into '_'."""
     base = name.strip().lower().split(".", 1)[0]
     return re.sub(r"[-\s]+", "_", base)
+
+
+def model_key(name: str) -> str:
+    """Join key: the network a name ran (plain_model_key, then TIMM_LEGACY_NAMES and SAME_NETWORK)."""
+    key = plain_model_key(name)
+    return SAME_NETWORK.get(key, TIMM_LEGACY_NAMES.get(key, key))
+
+
+def is_alias(name: str) -> bool:
+    """True when the name is a legacy or misnamed spelling of another architecture's network."""
+    key = plain_model_key(name)
+    return key in SAME_NETWORK or key in TIMM_LEGACY_NAMES
 
 
 def model_family(name: str) -> str:

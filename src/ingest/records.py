@@ -55,12 +55,19 @@ def row_problem(header: list[str], fields: list[str], missing_columns: list[str]
     return None
 
 
-def workload(name: str, model_source: str) -> dict[str, Any]:
-    """The workload columns every source shares: name as spelled, join key, family label and CNN flag."""
-    from .models import is_cnn, model_family, model_key
+def workload(name: str, model_source: str, reparameterized: bool = False) -> dict[str, Any]:
+    """The workload columns every source shares: name as spelled, join key, family label and CNN flag.
+
+    reparameterized: the source ran the network's re-parameterised inference form; an architecture that has one
+    gets REPARAM_SUFFIX on its key (the name as spelled stays).
+    """
+    from .models import REPARAM_SUFFIX, is_cnn, is_reparameterizable, model_family, model_key
 
     family = model_family(name)
-    return {"model": name, "model_key": model_key(name), "model_source": model_source, "family": family,
+    key = model_key(name)
+    if reparameterized and is_reparameterizable(key):
+        key += REPARAM_SUFFIX
+    return {"model": name, "model_key": key, "model_source": model_source, "family": family,
             "is_cnn": is_cnn(family)}
 
 

@@ -81,7 +81,10 @@ def family_labels(df: pd.DataFrame) -> pd.Series:
 
 
 def model_labels(df: pd.DataFrame) -> pd.Series:
-    return df["model_key"].fillna(df["model"]).astype(str)
+    """The CNN architecture per row: a re-parameterised form ('repvgg_a2+reparam') is held out with its own."""
+    from src.ingest.models import base_model_key
+
+    return df["model_key"].fillna(df["model"]).astype(str).map(base_model_key)
 
 
 def architecture_labels(df: pd.DataFrame) -> np.ndarray:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from src.ingest.models import REPARAM_SUFFIX, base_model_key, is_alias
 from src.zoo.definitions import DEFINITIONS
 
 SOURCES = ("keras", "torchvision", "timm", "onnx")
@@ -186,7 +187,12 @@ def spec_for_measured(model: str, model_key: str, model_source: str, img_size: i
     if model_source == "timm":
         if model_key in DEFINITIONS:  # written down from its source: PaddleClas spellings, removed timm names
             return ModelSpec("timm", model_key, img_size)
-        return ModelSpec("timm", model.split(".", 1)[0], img_size)
+        # the re-parameterised inference form the row measured (src.ingest.models.REPARAM_SUFFIX)
+        form = REPARAM_SUFFIX if model_key.endswith(REPARAM_SUFFIX) else ""
+        name = model.split(".", 1)[0]
+        if is_alias(name):
+            name = base_model_key(model_key)  # a legacy or misnamed spelling: build the network the row ran
+        return ModelSpec("timm", name + form, img_size)
     if model_source == "mlperf" and model_key in DEFINITIONS:  # MLPerf's RetinaNet, written down from its reference
         return ModelSpec("timm", model_key, img_size)
     if model_source == "torchvision":

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from src.ingest.models import REPARAM_SUFFIX, REPARAMETERIZABLE, base_model_key, is_reparameterizable
 from src.zoo.definitions import DEFINITIONS
 from src.zoo.names import (
     KERAS_APPLICATIONS,
@@ -123,9 +124,26 @@ def build_torchvision(name: str, input_size: int | None) -> Built:
 
 
 def build_timm(name: str, input_size: int | None) -> Built:
-    """Build a timm model with pretrained=False; the pretrained tag after '.' is ignored."""
+    """Build a timm model with pretrained=False; the pretrained tag after '.' is ignored.
+
+    A name ending in REPARAM_SUFFIX ('repvgg_a2+reparam') builds the re-parameterised inference form
+    (timm.utils.reparameterize_model: branches and batch norms folded into convolutions), as timm's
+    `benchmark.py --reparam` runs it. It needs real weights, so under torch's meta device it raises and
+    layers.build_meta builds it on the CPU.
+    """
     timm = _require("timm")
     arch = name.strip().split(".", 1)[0]
+    if arch.endswith(REPARAM_SUFFIX):
+        base = base_model_key(arch)
+        if not is_reparameterizable(base):
+            raise UnknownModelError(f"timm model {base!r} has no re-parameterised form (known: "
+                                    f"{REPARAMETERIZABLE.pattern}); drop {REPARAM_SUFFIX!r} from {name!r}")
+        built = build_timm(base, input_size)
+        from timm.utils.model import reparameterize_model
+
+        module = reparameterize_model(built.module, inplace=True).eval()
+        return Built(ModelSpec("timm", arch, built.input_size), built.input_size, "torch", built.input_shape,
+                     module=module, notes=[*built.notes, "re-parameterised: timm.utils.reparameterize_model"])
     ctor, kwargs = TIMM_FIXED_ALIASES.get(arch, (arch, {}))
     if not timm.is_model(ctor) and arch in DEFINITIONS:
         # an architecture no zoo names any more, written down from its source (src/zoo/definitions.py)

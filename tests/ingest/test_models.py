@@ -146,3 +146,67 @@ def test_convolutional_models_are_cnns(name, family):
 def test_transformers_and_hybrids_are_not_cnns(name, family):
     assert model_family(name) == family
     assert not is_cnn(model_family(name)), f"{name} ({family}) has attention/MLP/RNN mixing but is flagged CNN"
+
+
+def test_reparameterised_key_only_for_architectures_that_have_that_form():
+    from src.ingest.models import REPARAM_SUFFIX, base_model_key, is_reparameterizable
+    from src.ingest.records import workload
+
+    row = workload("repvgg_a2.rvgg_in1k", "timm", reparameterized=True)
+    assert row["model_key"] == "repvgg_a2" + REPARAM_SUFFIX and row["model"] == "repvgg_a2.rvgg_in1k"
+    assert row["family"] == "repvgg" and row["is_cnn"]
+    assert workload("resnet18", "timm", reparameterized=True)["model_key"] == "resnet18"  # nothing to fuse
+    assert workload("repvgg_a2", "timm")["model_key"] == "repvgg_a2"
+    assert base_model_key("mobileone_s0+reparam") == "mobileone_s0" == base_model_key("mobileone_s0")
+    assert is_reparameterizable("ghostnetv3_100") and not is_reparameterizable("ghostnetv2_100")
+    assert is_reparameterizable("efficientvit_m0") and not is_reparameterizable("efficientvit_b0")
+
+
+def test_a_name_that_measured_another_network_joins_that_network():
+    """timm's ecaresnext50t_32x4d rows ran ecaresnext26t_32x4d's network (same parameters, same times)."""
+    assert model_key("ecaresnext50t_32x4d.ra2_in1k") == "ecaresnext26t_32x4d"
+    assert model_family("ecaresnext50t_32x4d") == "ecaresnext"
+
+
+def test_the_misnamed_rows_really_are_the_other_network(mirror):
+    """The evidence for SAME_NETWORK in the real files: in every timm file listing both names, the parameters and
+    GMACs are equal and the GPU times within 1 % (CPU runs within 3 %)."""
+    from src.ingest.sources import timm
+
+    files = sorted(mirror.glob("timm/benchmark-infer-*.csv"))
+    pairs = 0
+    for path in files:
+        rows = timm.parse_file(path, f"timm/{path.name}", "x").rows
+        named = {r["model"].split(".")[0]: r for r in rows}
+        if {"ecaresnext26t_32x4d", "ecaresnext50t_32x4d"} <= set(named):
+            a, b = named["ecaresnext26t_32x4d"], named["ecaresnext50t_32x4d"]
+            assert a["param_count_m"] == b["param_count_m"] == 15.41
+            tolerance = 0.03 if "-cpu-" in path.name else 0.01
+            assert abs(float(b["latency_ms"]) / float(a["latency_ms"]) - 1) < tolerance, path.name
+            pairs += 1
+    assert pairs >= 20
+
+
+def test_legacy_names_time_as_the_network_their_key_names(mirror):
+    """The evidence for TIMM_LEGACY_NAMES (and timm's convnext-as-base rows): wherever a timm GPU file lists a
+    legacy name and the architecture its key names at the same batch and size, the two times agree."""
+    import numpy as np
+
+    from src.ingest.models import is_alias, plain_model_key
+    from src.ingest.sources import timm
+
+    ratios = {}
+    for path in sorted(mirror.glob("timm/benchmark-infer-*.csv")):
+        if "-cpu-" in path.name:
+            continue
+        rows = timm.parse_file(path, f"timm/{path.name}", "x").rows
+        plain = {(plain_model_key(r["model"]), r["img_size"], r["batch_size"]): r for r in rows}
+        for r in rows:
+            twin = plain.get((r["model_key"], r["img_size"], r["batch_size"]))
+            if is_alias(r["model"]) and twin is not None:
+                ratios[(path.name, r["model"])] = float(r["latency_ms"]) / float(twin["latency_ms"])
+    values = np.array(list(ratios.values()))
+    names = {name for _, name in ratios}
+    assert len(names) >= 60 and len(values) >= 500
+    assert abs(np.median(values) - 1) < 0.002 and np.mean(np.abs(values - 1) < 0.03) > 0.98
+    assert ("benchmark-infer-amp-nchw-pt110-cu113-rtx3090.csv", "convnext_tiny_in22ft1k") in ratios  # run as base

@@ -51,7 +51,7 @@ def test_h200_cuda_graph_pairs_ingest_as_a_runtime():
     assert set(rows["compile_mode"]) == {"eager", "cuda_graphs"} and set(rows["gpu"]) == {"H200 SXM 141 GB"}
     assert len(rows) == 508 and set(rows["batch_size"]) == {1}
     pairs = rows.pivot_table(index=["model_key", "precision"], columns="compile_mode", values="latency_ms").dropna()
-    assert len(pairs) >= 240
+    assert len(pairs) >= 235  # networks: names of one network (src/ingest/legacy_names.py) share a key
     # batch 1 eager is host-bound: the replay drops the per-operator dispatch, never the GPU work
     speedup = pairs["eager"] / pairs["cuda_graphs"]
     assert speedup.min() > 1.2 and 5 < speedup.median() < 9
@@ -66,7 +66,7 @@ def test_h100_rows_pair_with_the_h200_rows_of_the_same_configurations():
     assert h100.groupby(["precision", "batch_size", "compile_mode"]).size().to_dict() == {
         ("amp_fp16", 256, "eager"): 141, ("fp32", 1, "cuda_graphs"): 49, ("fp32", 1, "eager"): 50}
     h200 = ingest_committed("data/own/h200_20261126_infer_amp_fp16_bs256_*.csv")
-    keys = ["model_source", "model_key"]
+    keys = ["model_source", "model"]  # as spelled: two names of one network share a model_key
     pairs = h100[h100["batch_size"] == 256].merge(h200, on=keys, suffixes=("_h100", "_h200"))
     assert len(pairs) == 141
     ratio = pairs["latency_ms_h100"] / pairs["latency_ms_h200"]

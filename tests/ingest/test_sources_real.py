@@ -1,5 +1,6 @@
 """The parsers on the real mirror files."""
 
+from src.ingest.models import REPARAM_SUFFIX, base_model_key, is_reparameterizable
 from src.ingest.sources import dlinfbench, lambda_tf, ryujaehun, timm
 from src.ingest.validate import validate
 
@@ -99,3 +100,29 @@ def test_lambda_logs_and_summaries(mirror):
     reasons = [q["reason"] for q in summaries.quarantine]
     assert "zero stands for missing (not run or failed)" in reasons
     assert len(summaries.rows) + len(summaries.quarantine) == summaries.n_read
+
+
+def test_timm_reparameterised_files():
+    assert timm.file_context("benchmark-infer-amp-nchw-pt291-cu128-4090.csv")["reparameterized"]
+    assert not timm.file_context("benchmark-infer-amp-nchw-pt240-cu124-rtx4090.csv")["reparameterized"]
+    assert not timm.file_context("model_benchmark_amp_nchw_rtx3090.csv")["reparameterized"]
+
+
+def _timm_params(mirror, name: str) -> dict[str, float]:
+    rel = f"timm/{name}"
+    return {r["model_key"]: r["param_count_m"] for r in timm.parse_file(mirror / rel, rel, "90cae8c5ab83").rows}
+
+
+def test_timm_reparam_rule_matches_the_files_own_figures(mirror):
+    """The rule (pt291 files ran --reparam; REPARAMETERIZABLE) against the files' own parameter counts: every model
+    the RTX 4090 files of pt240 and pt291 both list reports the pt240 count in pt291 unless it got the suffix, and
+    a suffixed one reports no more (the fused form). A re-parameterisable architecture the rule missed fails here."""
+    old = _timm_params(mirror, "benchmark-infer-amp-nchw-pt240-cu124-rtx4090.csv")
+    new = _timm_params(mirror, "benchmark-infer-amp-nchw-pt291-cu128-4090.csv")
+    fused = {k: v for k, v in new.items() if k.endswith(REPARAM_SUFFIX) and base_model_key(k) in old}
+    same = {k: v for k, v in new.items() if k in old and not is_reparameterizable(k) and old[k] and v}
+    assert {base_model_key(k).split("_")[0] for k in fused} >= {"mobileone", "repvgg", "repghostnet", "repvit"}
+    assert all(v <= old[base_model_key(k)] for k, v in fused.items())  # BN folding: -0.3 % can round away
+    assert sum(v < old[base_model_key(k)] for k, v in fused.items()) > 0.8 * len(fused)
+    changed = {k for k, v in same.items() if abs(v / old[k] - 1) > 0.005}
+    assert len(same) > 900 and changed == {"vitamin_small_224"}  # redefined between timm releases (+0.6 %)

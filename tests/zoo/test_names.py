@@ -130,3 +130,52 @@ def test_describe_keeps_the_message_of_a_tvm_pass_error():
     assert describe(ValueError(tvm_text)) == ("ValueError: Check failed: n_deepest_reduction_loops == "
                                               "reduction_loops.size() (0 vs. 1) : Cross-thread reduction")
     assert describe(ValueError("message\n(... 3 lines skipped ...)")) == "ValueError: message"
+
+
+def test_reparameterised_rows_build_the_fused_form():
+    """A timm row measured with --reparam (key suffix) asks for the re-parameterised definition; others do not."""
+    from src.ingest.models import REPARAM_SUFFIX
+    from src.zoo.names import ModelSpec, spec_for_measured
+
+    assert spec_for_measured("repvgg_a2.rvgg_in1k", "repvgg_a2" + REPARAM_SUFFIX, "timm", 224) == ModelSpec(
+        "timm", "repvgg_a2" + REPARAM_SUFFIX, 224)
+    assert spec_for_measured("repvgg_a2.rvgg_in1k", "repvgg_a2", "timm", 224) == ModelSpec("timm", "repvgg_a2", 224)
+
+
+def test_reparameterised_build_folds_branches():
+    """timm's reparameterize_model on a real MobileOne: fewer parameters (branches folded), and on the meta device
+    (as the layers stage builds) too; an architecture without that form is refused by name."""
+    pytest.importorskip("timm")
+    import torch
+
+    from src.zoo.names import UnknownModelError
+    from src.zoo.resolve import build
+
+    def n_params(m: torch.nn.Module) -> int:
+        return sum(p.numel() for p in m.parameters())
+
+    plain, fused = build("timm", "mobileone_s0"), build("timm", "mobileone_s0+reparam")
+    assert round(n_params(plain.module) / 1e6, 2) == 5.29 and round(n_params(fused.module) / 1e6, 2) == 2.08
+    assert fused.spec.name == "mobileone_s0+reparam" and fused.input_shape == plain.input_shape
+    with torch.device("meta"):
+        assert n_params(build("timm", "mobileone_s0+reparam").module) == n_params(fused.module)
+    with pytest.raises(UnknownModelError, match="no re-parameterised form"):
+        build("timm", "resnet18+reparam")
+
+
+def test_legacy_names_are_timms_deprecated_names_less_the_other_networks():
+    """src/ingest/legacy_names.py is timm's own table of deprecated names, less the ones that build another network
+    (ig_resnext101 widths, 21k/22k pretraining heads): regenerated here from the installed timm."""
+    pytest.importorskip("timm")
+    import re
+
+    from timm.models._registry import _deprecated_models
+
+    from src.ingest.legacy_names import TIMM_LEGACY_NAMES
+    from src.ingest.models import plain_model_key
+
+    other_network = re.compile(r"(in21k|in22k|_22k)$|^ig_resnext101_32x(16|32|48)d$")
+    expected = {plain_model_key(old): plain_model_key(new) for old, new in _deprecated_models.items()
+                if new and plain_model_key(old) != plain_model_key(new)
+                and not other_network.search(plain_model_key(old))}
+    assert TIMM_LEGACY_NAMES == expected

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from ..gpus import resolve_device
+from ..models import model_family, plain_model_key
 from ..records import ParseResult, quarantined, read_csv_rows, row_problem, to_float, workload
 
 SOURCE = "timm"
@@ -17,6 +18,26 @@ FILE_PATTERN = re.compile(
 PRECISIONS = {"amp": "amp_fp16", "amp_bf16": "amp_bf16", "bf16": "bf16", "fp32": "fp32"}
 # The Jan 2022 files predate the pt110 ones; timm's CI then ran PyTorch 1.10 with CUDA 11.3.
 OLD_FILE_CONTEXT = {"torch": "1.10", "cuda": "11.3"}
+# The PyTorch 2.9.1 files (Jan 2026) ran `benchmark.py --reparam`, which SOURCE.md does not say but their own
+# figures do: for every re-parameterisable architecture (src.ingest.models.REPARAMETERIZABLE) their param_count
+# and infer_gmacs are those of the fused form (mobileone_s0: 2.08 M parameters where the pt240 files say 5.29 M;
+# RepVGG -10 %), and the times drop with them (mobileone_s1, RTX 4090, batch 1024: 217 ms in pt240, 92 ms in
+# pt291, where resnet18 takes 39 and 38 ms). Earlier files report the training-time form.
+REPARAM_FROM_TORCH = (2, 9)
+# The PyTorch 1.10 and 1.11 files (timm 0.5) ran convnext_base's network under the names convnext_tiny_in22ft1k,
+# convnext_small_in22ft1k and their _384 forms: their rows report convnext_base's 88.59 M parameters and GMACs, and
+# convnext_base's times (RTX 3090, batch 1024: 1,257 ms for "convnext_tiny_in22ft1k", 1,254 ms for convnext_base,
+# 617 ms for convnext_tiny). From pt112 on they report and time their own networks. Such rows get convnext_base's key.
+CONVNEXT_RUN_AS_BASE = re.compile(r"^convnext_(tiny|small)(_384)?_in22ft1k$")
+CONVNEXT_BASE_PARAMS_M = 88.59
+
+
+def _network_ran(row: dict[str, object]) -> dict[str, object]:
+    """The workload columns of the network the row ran (CONVNEXT_RUN_AS_BASE), else the row's own."""
+    if (CONVNEXT_RUN_AS_BASE.match(plain_model_key(str(row["model"])))
+            and row.get("param_count_m") == CONVNEXT_BASE_PARAMS_M):
+        return {**row, "model_key": "convnext_base", "family": model_family("convnext_base")}
+    return row
 
 
 def _version(digits: str) -> str:
@@ -40,17 +61,19 @@ def file_context(name: str) -> dict[str, object] | None:
         return {
             "mode": "inference", "precision": "amp_fp16", "memory_layout": g["old_layout"],
             "framework_version": OLD_FILE_CONTEXT["torch"], "cuda_version": OLD_FILE_CONTEXT["cuda"],
-            "device": g["old_device"], "compile_mode": "eager", "is_cpu_file": False,
+            "device": g["old_device"], "compile_mode": "eager", "is_cpu_file": False, "reparameterized": False,
         }
+    version = _version(g["torch"])
     return {
         "mode": "inference" if g["mode"] == "infer" else "training",
         "precision": PRECISIONS[g["precision"]],
         "memory_layout": g["layout"],
-        "framework_version": _version(g["torch"]),
+        "framework_version": version,
         "cuda_version": _cuda(g["cuda"]),
         "device": f"cpu {g['device']}" if g["cpu"] else g["device"],
         "compile_mode": "torch_compile" if g["dynamo"] else "eager",
         "is_cpu_file": bool(g["cpu"]),
+        "reparameterized": tuple(int(p) for p in version.split(".")[:2]) >= REPARAM_FROM_TORCH,
     }
 
 
@@ -74,7 +97,7 @@ def parse_file(path: Path, rel: str, commit: str) -> ParseResult:
         if problem:
             result.quarantine.append(quarantined(SOURCE, rel, key, problem, raw))
             continue
-        result.rows.append(
+        result.rows.append(_network_ran(
             {
                 "measurement_id": f"{SOURCE}:{rel}:{line_no}",
                 "source": SOURCE,
@@ -90,7 +113,7 @@ def parse_file(path: Path, rel: str, commit: str) -> ParseResult:
                 "precision": ctx["precision"],
                 "memory_layout": ctx["memory_layout"],
                 "compile_mode": ctx["compile_mode"],
-                **workload(raw["model"].strip(), "timm"),
+                **workload(raw["model"].strip(), "timm", reparameterized=bool(ctx["reparameterized"])),
                 "img_size": raw[f"{prefix}_img_size"],
                 "batch_size": raw[f"{prefix}_batch_size"],
                 "mode": ctx["mode"],
@@ -105,5 +128,5 @@ def parse_file(path: Path, rel: str, commit: str) -> ParseResult:
                 "_raw": raw,
                 "_row_key": key,
             }
-        )
+        ))
     return result
