@@ -35,6 +35,9 @@ from src.zoo.resolve import MissingFrameworkError
 # Definition precedence when several measured sources share one model_key (the join key holds one row).
 SOURCE_PRIORITY = {"torchvision": 0, "timm": 1, "dlinfbench": 2, "tf_cnn_benchmarks": 3}
 MISSING_EXTRA = "missing_extra"
+# Failure-table stage of a target this run did not compile (no zoo extra, offline, time budget): named with the
+# reason, never dropped silently, and not a failure: the next run that can compile it does (`_previous`, warm).
+NOT_COMPUTED = "not_computed"
 # Shared by all models (and all stage shards): each distinct kernel's PTX and launch counts.
 KERNELS_DIR = "kernels"
 COUNT_COLUMNS = ("thread_instructions", "warp_instructions", "predicated_off", "kernels", "launches")
@@ -415,6 +418,28 @@ def _other_definition(rows: pd.DataFrame, spec: ModelSpec) -> bool:
     return pairs != {(spec.source, spec.name)}
 
 
+def failure_row(t: Target, stage: str, error: str, reason: str, version: str, seconds: float = 0.0) -> dict:
+    """One row of the failure table (`ptx_failures.csv`) for target `t`."""
+    return {"model_key": t.model_key, "model": t.model, "model_source": t.model_source, "img_size": t.img_size,
+            "n_gpus": t.n_gpus, "zoo_source": t.spec.source if t.spec else "",
+            "zoo_model": t.spec.name if t.spec else "", "stage": stage, "error": error, "reason": reason,
+            "seconds": float(seconds), "zoo_version": version}
+
+
+def not_computed_row(t: Target, error: str, why: str, version: str) -> dict:
+    """The failure-table row of a target left without counts by this run (see NOT_COMPUTED)."""
+    gmacs = "" if math.isnan(t.gmacs) else f", {t.gmacs:.4g} GMACs"
+    return failure_row(t, NOT_COMPUTED, error,
+                       f"not compiled by this run ({why}); measured on {t.n_gpus} GPU(s){gmacs}. "
+                       "`python -m src.zoo warm --batch 1` compiles it into the cache, the next `dvc repro` "
+                       "counts it", version)
+
+
+def computed_failures(f: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a failure table that record a real failure (not NOT_COMPUTED targets, which a later run retries)."""
+    return f.loc[f["stage"].astype(str) != NOT_COMPUTED] if len(f) and "stage" in f.columns else f
+
+
 def _previous(counts: Path, failures: Path, static: Path, kernels: Path | None, version: str
               ) -> tuple[pd.DataFrame, ...]:
     """The committed tables of an earlier run (rows of this zoo version; legacy network rows, see above)."""
@@ -425,7 +450,7 @@ def _previous(counts: Path, failures: Path, static: Path, kernels: Path | None, 
         c = pd.DataFrame()
     f = pd.read_csv(failures) if failures.exists() and failures.stat().st_size > 1 else pd.DataFrame()
     if len(f) and "zoo_version" in f.columns:
-        f = f.loc[f["zoo_version"].astype(str) == version]
+        f = computed_failures(f.loc[f["zoo_version"].astype(str) == version])
     else:
         f = pd.DataFrame()
     st = pd.read_parquet(static) if static.exists() else pd.DataFrame()
@@ -461,11 +486,7 @@ def _drop_implausible(kernels: pd.DataFrame, statics: dict[tuple[str, int], dict
         if int(r.batch_size) == batch:
             t = by_key[(r.model_key, int(r.img_size))]
             drop |= same
-            failures.append({"model_key": t.model_key, "model": t.model, "model_source": t.model_source,
-                             "img_size": t.img_size, "n_gpus": t.n_gpus,
-                             "zoo_source": t.spec.source if t.spec else "", "zoo_model": t.spec.name if t.spec else "",
-                             "stage": "implausible", "error": "RecomputingSchedule", "reason": reason,
-                             "seconds": 0.0, "zoo_version": version})
+            failures.append(failure_row(t, "implausible", "RecomputingSchedule", reason, version))
         else:
             drop |= same & (kernels["batch_size"] == r.batch_size)
             batch_failures.append({"model_key": r.model_key, "img_size": int(r.img_size),
@@ -548,18 +569,19 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
                 continue
             elif offline_only:
                 skipped += 1
+                failures.append(not_computed_row(t, "OfflineOnly", "it computes nothing new: --offline-only",
+                                                 version))
                 continue
         if t.spec is None:
-            failures.append({"model_key": t.model_key, "model": t.model, "model_source": t.model_source,
-                             "img_size": t.img_size, "n_gpus": t.n_gpus, "zoo_source": "", "zoo_model": "",
-                             "stage": "resolve", "error": "NoDefinition",
-                             "reason": f"no timm/torchvision/keras definition for {t.model_source} model "
-                                       f"{t.model!r}", "seconds": 0.0, "zoo_version": version})
+            failures.append(failure_row(t, "resolve", "NoDefinition", f"no timm/torchvision/keras definition for "
+                                        f"{t.model_source} model {t.model!r}", version))
             continue
         if over_budget:
             cached = (cache / f"{t.slug}__b{batch}" / "result.json").exists()
             if not cached:
                 skipped += 1
+                failures.append(not_computed_row(t, "TimeBudget", f"its time budget of {time_budget_s:g} s was "
+                                                 "spent", version))
                 continue
         bar.set_postfix_str(t.slug[:40])
         res, static, fail = runner.run(t, batch, archs, cache, version, retry_failed, nvcc_archs, recount,
@@ -578,6 +600,7 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
             missing_extra += 1
             if missing_extra == 1:
                 log(f"[zoo] {t.slug}: skipped, {fail['reason']}")
+            failures.append(not_computed_row(t, "MissingZooExtra", fail["reason"], version))
             continue
         if res is not None:
             results.append((t, res))
@@ -585,11 +608,7 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
                 f"({', '.join(f'{k} {v:.1f}' for k, v in res['stage_seconds'].items())})")
         else:
             assert fail is not None
-            failures.append({"model_key": t.model_key, "model": t.model, "model_source": t.model_source,
-                             "img_size": t.img_size, "n_gpus": t.n_gpus, "zoo_source": t.spec.source,
-                             "zoo_model": t.spec.name, "stage": fail["stage"], "error": fail["error"],
-                             "reason": fail["reason"], "seconds": float(fail["seconds"]),
-                             "zoo_version": version})
+            failures.append(failure_row(t, fail["stage"], fail["error"], fail["reason"], version, fail["seconds"]))
             log(f"[zoo] {t.slug}: FAILED at {fail['stage']}: {fail['reason'][:160]}")
     # A committed static row stays for a target this run did not (re)compute (no zoo extra, time budget, a model
     # interrupted before its result): static features do not depend on the PTX path.
@@ -678,7 +697,8 @@ def run_table(measurements: Path, gpus_path: Path, cache: Path, out_counts: Path
         "carried_from_table": len(carried) + len(carried_kernels), "carried_network_only": len(carried),
         "kernel_rows": len(kernels), "kernel_dedup": dedup_summary(kernels),
         "distinct_models_with_counts": int(counts["model_key"].nunique()) if len(counts) else 0,
-        "failures": len(fails), "skipped_time_budget": skipped, "skipped_missing_extra": missing_extra,
+        "failures": len(computed_failures(fails)), "not_computed": int((fails["stage"] == NOT_COMPUTED).sum()),
+        "skipped_time_budget": skipped, "skipped_missing_extra": missing_extra,
         "stale_definitions": stale_definitions,
         "extra_batches": sorted(extra_batches), "extra_batch_results": len(extra),
         "pairs_by_compiled_batch": {str(b): int(n) for b, n in kernels.drop_duplicates(

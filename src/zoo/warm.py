@@ -28,6 +28,7 @@ from src.zoo.table import (
     batches_needed,
     cc_to_arch,
     compiled_batch_for,
+    computed_failures,
     recomputing_pairs,
     select_targets,
 )
@@ -84,6 +85,26 @@ def warm_targets(targets: list[Target], keys: pd.DataFrame, meas: pd.DataFrame, 
     return out
 
 
+def _pairs(df: pd.DataFrame) -> set[tuple[str, int]]:
+    return set(zip(df["model_key"].astype(str), df["img_size"].astype(int), strict=True))
+
+
+def done_or_failed(kernels: Path, listed: Path, batch: int, base_batch: int) -> set[tuple[str, int]]:
+    """(CNN, size) pairs warm leaves alone at `batch`: those the kernel table holds at an extra batch, and those
+    the failure table `listed` records as failed at it. A pair only named as not compiled yet (NOT_COMPUTED) is
+    still to do."""
+    failed: set[tuple[str, int]] = set()
+    if batch != base_batch and kernels.exists():
+        held = pd.read_parquet(kernels, columns=["model_key", "img_size", "batch_size"])
+        failed |= _pairs(held.loc[held["batch_size"] == batch])
+    if listed.exists() and listed.stat().st_size > 1:
+        f = computed_failures(pd.read_csv(listed))
+        if batch != base_batch:  # entries an earlier scheduling policy caused are computed again
+            f = f.loc[(f["batch_size"] == batch) & ~f["stage"].isin(OUTDATED_BATCH_FAILURES)]
+        failed |= _pairs(f)
+    return failed
+
+
 def warm(measurements: Path, gpus_path: Path, cache: Path, counts: Path, kernels: Path, failures_path: Path,
          batch_failures_path: Path, batch: int,
          base_batch: int, extra_batches: list[int], nvcc_archs: list[str] | None, shard: tuple[int, int] = (0, 1),
@@ -101,23 +122,11 @@ def warm(measurements: Path, gpus_path: Path, cache: Path, counts: Path, kernels
     meas = pd.read_parquet(measurements)
     targets, keys = select_targets(meas, pd.read_parquet(gpus_path))
     counted: set[tuple[str, int]] = set()
-    failed: set[tuple[str, int]] = set()
-
-    def pairs(df: pd.DataFrame) -> set[tuple[str, int]]:
-        return set(zip(df["model_key"].astype(str), df["img_size"].astype(int), strict=True))
-
     for path in (kernels, counts):
         if path.exists():
-            counted |= pairs(pd.read_parquet(path, columns=["model_key", "img_size"]))
-    if batch != base_batch and kernels.exists():
-        held = pd.read_parquet(kernels, columns=["model_key", "img_size", "batch_size"])
-        failed |= pairs(held.loc[held["batch_size"] == batch])
-    listed = failures_path if batch == base_batch else batch_failures_path
-    if listed.exists() and listed.stat().st_size > 1:
-        f = pd.read_csv(listed)
-        if batch != base_batch:  # entries an earlier scheduling policy caused are computed again
-            f = f.loc[(f["batch_size"] == batch) & ~f["stage"].isin(OUTDATED_BATCH_FAILURES)]
-        failed |= pairs(f)
+            counted |= _pairs(pd.read_parquet(path, columns=["model_key", "img_size"]))
+    failed = done_or_failed(kernels, failures_path if batch == base_batch else batch_failures_path, batch,
+                            base_batch)
     recomputing = recomputing_pairs(failures_path)  # compiled straight away as the gate variant (table.py)
     todo = warm_targets(targets, keys, meas, batch, base_batch, extra_batches, counted,
                         failed, models)[shard[0]::shard[1]]

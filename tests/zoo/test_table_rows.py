@@ -89,8 +89,12 @@ def test_missing_extra_is_skipped_not_a_failure(tmp_path):
         tmp_path / "s.parquet", index=False)
     s = run_table(tmp_path / "m.parquet", tmp_path / "g.parquet", tmp_path / "cache", tmp_path / "c.parquet",
                   tmp_path / "f.csv", tmp_path / "s.parquet", model_timeout_s=None, log=lambda _m: None)
-    assert s["skipped_missing_extra"] == 1 and s["failures"] == 0
+    assert s["skipped_missing_extra"] == 1 and s["failures"] == 0 and s["not_computed"] == 1
     assert not list((tmp_path / "cache").rglob("failure.json"))
+    named = pd.read_csv(tmp_path / "f.csv")  # not dropped silently: named, with the reason
+    assert named[["model_key", "img_size", "stage", "error"]].values.tolist() == [
+        ["resnet50", 224, "not_computed", "MissingZooExtra"]]
+    assert "timm" in named["reason"].iloc[0]
     assert pd.read_parquet(tmp_path / "s.parquet")["gmacs"].tolist() == [4.1]
 
 
@@ -337,3 +341,34 @@ def test_a_result_that_recomputes_the_cnn_is_not_used_and_says_why(tmp_path, mon
         assert fails.loc[0, "reason"].startswith("executes 50 FMAs") and "most in " in fails.loc[0, "reason"]
         assert len(pd.read_parquet(tmp_path / "k.parquet")) == 0
         assert s["extra_batch_failures"] == []  # the whole (CNN, size) failed: no second entry for batch 32
+
+
+def test_a_target_not_compiled_is_named_and_retried_by_the_next_run(tmp_path):
+    """Offline, a CNN without committed counts gets a failure-table row saying why it has none (stage
+    not_computed); that row is not a failure: the next run that can compile (and warm) still take it up."""
+    from src.zoo.table import _previous, computed_failures, run_table
+
+    _meas().iloc[[2]].to_parquet(tmp_path / "m.parquet")
+    _gpus().to_parquet(tmp_path / "g.parquet")
+    s = run_table(tmp_path / "m.parquet", tmp_path / "g.parquet", tmp_path / "cache", tmp_path / "c.parquet",
+                  tmp_path / "f.csv", tmp_path / "s.parquet", offline_only=True, model_timeout_s=None,
+                  log=lambda _m: None)
+    assert s["failures"] == 0 and s["not_computed"] == 1
+    assert s["failure_reasons"] == {"not_computed:OfflineOnly": 1}
+    named = pd.read_csv(tmp_path / "f.csv")
+    assert named[["model_key", "model_source", "img_size", "n_gpus", "stage", "error"]].values.tolist() == [
+        ["resnet50", "timm", 224, 1, "not_computed", "OfflineOnly"]]
+    assert "--offline-only" in named["reason"].iloc[0] and "src.zoo warm" in named["reason"].iloc[0]
+    assert computed_failures(named).empty
+    version = named["zoo_version"].astype(str).iloc[0]
+    assert _previous(tmp_path / "c.parquet", tmp_path / "f.csv", tmp_path / "s.parquet", None, version)[1].empty
+
+
+def test_warm_still_targets_a_cnn_named_as_not_compiled(tmp_path):
+    from src.zoo.table import NOT_COMPUTED
+    from src.zoo.warm import done_or_failed
+
+    pd.DataFrame([{"model_key": "resnet50", "img_size": 224, "stage": NOT_COMPUTED, "error": "OfflineOnly"},
+                  {"model_key": "vgg16", "img_size": 224, "stage": "build", "error": "UnknownModelError"}]
+                 ).to_csv(tmp_path / "f.csv", index=False)
+    assert done_or_failed(tmp_path / "k.parquet", tmp_path / "f.csv", 1, 1) == {("vgg16", 224)}
