@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from src.zoo.layers import LAYERS_VERSION, MAC_KINDS, compact
-from src.zoo.table import MISSING_EXTRA, Target, select_targets
+from src.zoo.table import MISSING_EXTRA, NOT_COMPUTED, Target, computed_failures, select_targets
 
 FAILURE_COLUMNS = ["model_key", "model", "model_source", "img_size", "n_gpus", "zoo_source", "zoo_model", "stage",
                    "error", "reason", "seconds", "layers_version"]
@@ -109,7 +109,7 @@ def _previous(table: Path, failures: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         t = pd.DataFrame()
     f = pd.read_csv(failures) if failures.exists() and failures.stat().st_size > 1 else pd.DataFrame()
     if len(f) and "layers_version" in f.columns:
-        f = f.loc[f["layers_version"].astype(str) == LAYERS_VERSION]
+        f = computed_failures(f.loc[f["layers_version"].astype(str) == LAYERS_VERSION])
     else:
         f = pd.DataFrame(columns=FAILURE_COLUMNS)
     return t, f
@@ -136,6 +136,14 @@ def _failure_row(t: Target, fail: dict) -> dict:
             "zoo_model": t.spec.name if t.spec else "", "stage": fail["stage"], "error": fail["error"],
             "reason": fail["reason"], "seconds": round(float(fail.get("seconds", 0.0)), 3),
             "layers_version": LAYERS_VERSION}
+
+
+def _not_computed(t: Target, error: str, why: str) -> dict:
+    """Failure-table row of a target this run did not build (NOT_COMPUTED: named, never dropped silently, and
+    taken up by the next run that can build it)."""
+    return _failure_row(t, {"stage": NOT_COMPUTED, "error": error,
+                            "reason": f"not built by this run ({why}); measured on {t.n_gpus} GPU(s). "
+                                      "`python -m src.zoo layers-table` builds it"})
 
 
 def _write(table: pd.DataFrame, failures: pd.DataFrame, out_table: Path, out_failures: Path) -> None:
@@ -224,6 +232,7 @@ def run_layers_stage(measurements: Path, gpus_path: Path, static_path: Path | No
         todo.append(t)
     skipped_offline = len(todo) if offline_only else 0
     if offline_only:
+        failures.extend(_not_computed(t, "OfflineOnly", "it builds nothing new: --offline-only") for t in todo)
         todo = []
     new_parts: list[pd.DataFrame] = []
     skipped_missing = skipped_budget = 0
@@ -247,6 +256,7 @@ def run_layers_stage(measurements: Path, gpus_path: Path, static_path: Path | No
             skipped_missing += 1
             if skipped_missing == 1:
                 log(f"[layers] {t.model_key}@{t.img_size}: skipped, {fail['reason']}")
+            failures.append(_not_computed(t, "MissingZooExtra", fail["reason"]))
             return
         failures.append(_failure_row(t, fail))
         log(f"[layers] {t.model_key}@{t.img_size} ({t.spec.source}:{t.spec.name}): FAILED at {fail['stage']}: "
@@ -257,6 +267,7 @@ def run_layers_stage(measurements: Path, gpus_path: Path, static_path: Path | No
         for t in todo:
             if time_budget_s is not None and time.perf_counter() - t_start > time_budget_s:
                 skipped_budget += 1
+                failures.append(_not_computed(t, "TimeBudget", f"its time budget of {time_budget_s:g} s was spent"))
                 continue
             rows, fail = build_target(t.model_key, t.spec.source, t.spec.name, t.img_size, model_timeout_s)
             handle(t, rows, fail)
@@ -275,6 +286,8 @@ def run_layers_stage(measurements: Path, gpus_path: Path, static_path: Path | No
                 while queue and len(running) < 2 * workers:
                     if time_budget_s is not None and time.perf_counter() - t_start > time_budget_s:
                         skipped_budget += len(queue)
+                        failures.extend(_not_computed(q, "TimeBudget", f"its time budget of {time_budget_s:g} s "
+                                                      "was spent") for q in queue)
                         queue.clear()
                         break
                     t = queue.pop(0)
@@ -384,7 +397,8 @@ def summarize_stage(table: pd.DataFrame, fails: pd.DataFrame, meas: pd.DataFrame
             "gpu_rows_total": int(len(rows)), "gpu_rows_with_layers": int(sum(covered)),
             "coverage_before_this_stage": 0,
         },
-        "failures": int(len(fails)),
+        "failures": int(len(computed_failures(fails))),
+        "not_computed": int((fails["stage"].astype(str) == NOT_COMPUTED).sum()) if len(fails) else 0,
         "failures_by_reason": {f"{k[0]}:{k[1]}": int(v) for k, v in by_reason.items()},
         "table_rows": int(len(table)),
         "table_bytes": int(out_table.stat().st_size) if out_table is not None and out_table.exists() else None,

@@ -321,10 +321,30 @@ def test_stage_builds_only_missing_pairs_and_skips_without_the_extra(tmp_path, m
                              ("resnet18", "torchvision", "resnet18", 224)]
     assert summary["pairs_built_now"] == 1 and summary["skipped_missing_extra"] == 1
     assert summary["coverage"]["pairs_with_layers"] == 2
-    assert len(pd.read_csv(tmp_path / "fail.csv")) == 0  # a missing extra is not the model's failure
+    # a missing extra is not the model's failure, but the pair is named with the reason, never dropped silently
+    named = pd.read_csv(tmp_path / "fail.csv")
+    assert named[["model_key", "stage", "error"]].values.tolist() == [
+        ["convnext_tiny", "not_computed", "MissingZooExtra"]]
+    assert "no timm" in named["reason"].iloc[0]
+    assert summary["failures"] == 0 and summary["not_computed"] == 1
     calls.clear()
     _stage(tmp_path, meas)
     assert calls == [("convnext_tiny", "timm", "convnext_tiny", 224)]  # only the pair still missing
+
+
+def test_stage_offline_or_over_budget_names_what_it_did_not_build(tmp_path, monkeypatch):
+    meas = _measurements([("resnet50", "resnet50", "torchvision", 224, "G1"),
+                          ("resnet18", "resnet18", "torchvision", 224, "G1")])
+    _committed_rows("resnet50", 32).assign(img_size=224).to_parquet(tmp_path / "layers.parquet")
+    monkeypatch.setattr(S, "build_target", lambda *a, **k: pytest.fail("offline: nothing is built"))
+    summary = _stage(tmp_path, meas, offline_only=True)
+    named = pd.read_csv(tmp_path / "fail.csv")
+    assert named[["model_key", "stage", "error"]].values.tolist() == [["resnet18", "not_computed", "OfflineOnly"]]
+    assert summary["failures"] == 0 and summary["not_computed"] == 1 and summary["skipped_offline_only"] == 1
+    summary = _stage(tmp_path, meas, time_budget_s=-1.0)  # a budget already spent: resnet18 is still to do
+    named = pd.read_csv(tmp_path / "fail.csv")
+    assert named[["model_key", "stage", "error"]].values.tolist() == [["resnet18", "not_computed", "TimeBudget"]]
+    assert summary["skipped_time_budget"] == 1
 
 
 def test_build_target_records_failures_with_their_stage(monkeypatch):
