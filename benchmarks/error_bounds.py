@@ -12,7 +12,11 @@ Also per runtime and per source (the issue-20 question: what limits TensorRT hel
 noise floor: the MAPE of predicting every row by the median of its twins (same configuration, other release or
 repeat: src.train.protocols.CONFIG_COLUMNS), over configurations with at least two rows.
 
-Writes reports/bench/error_bounds.json (+ _levels.csv, _by_source.csv, .png) and logs an MLflow run
+And per (source, memory layout, operator class, framework release) (`_by_layout.csv`): timm's channels-last rows
+carry about twice the error of its NCHW rows under every protocol, and the operator classes of `operator_classes`
+(GroupNorm, grouped and depthwise convolutions, whose NHWC kernels changed between cuDNN releases) say where.
+
+Writes reports/bench/error_bounds.json (+ _levels.csv, _by_source.csv, _by_layout.csv, .png) and logs an MLflow run
 `benchmark/error_bounds` (experiment cnnperf-bench).
 
     python benchmarks/error_bounds.py [--model xgb] [--no-mlflow]
@@ -53,7 +57,7 @@ LEVELS = {
     "cnn_gpu": ["model_key", "gpu"],
     "cnn_gpu_setting": ["model_key", "gpu", *SETTING],
 }
-DATASET_COLUMNS = sorted({"measurement_id", "family", *CONFIG_COLUMNS, *SETTING})
+DATASET_COLUMNS = sorted({"measurement_id", "family", "framework_version", *CONFIG_COLUMNS, *SETTING})
 
 
 def mape(measured: np.ndarray, predicted: np.ndarray) -> float:
@@ -111,6 +115,38 @@ def by_source(protocol: str, pred: pd.DataFrame) -> pd.DataFrame:
             .reset_index().assign(protocol=protocol))
 
 
+def operator_classes(layers: pd.DataFrame) -> pd.Series:
+    """Per model_key, the operators whose channels-last (NHWC) kernels changed most between the cuDNN / PyTorch
+    releases of the data: `group_norm` (any GroupNorm), else `grouped_conv` (>= 5 % of the forward MACs in
+    grouped, not depthwise, convolutions), else `depthwise` (>= 1 %), else `dense`. From the layer table's forward
+    pass (columns model_key, pass, op, kind, macs_per_sample)."""
+    fwd = layers.loc[layers["pass"].astype(str) == "forward"]
+    kind = fwd["kind"].astype(str)
+    macs = fwd["macs_per_sample"].astype(float)
+    per = pd.DataFrame({"model_key": fwd["model_key"].astype(str), "macs": macs,
+                        "grouped": macs.where(kind == "grouped_conv", 0.0),
+                        "depthwise": macs.where(kind == "depthwise_conv", 0.0),
+                        "gn": fwd["op"].astype(str).str.startswith("native_group_norm").astype(float)})
+    g = per.groupby("model_key").sum()
+    share = g[["grouped", "depthwise"]].div(g["macs"].where(g["macs"] > 0), axis=0).fillna(0.0)
+    out = np.select([g["gn"] > 0, share["grouped"] >= 0.05, share["depthwise"] >= 0.01],
+                    ["group_norm", "grouped_conv", "depthwise"], "dense")
+    return pd.Series(out, index=g.index, name="operator_class")
+
+
+def by_layout(protocol: str, pred: pd.DataFrame, classes: pd.Series) -> pd.DataFrame:
+    """Held-out error per (source, memory layout, operator class, framework release): where the NHWC rows' extra
+    error lies."""
+    ape = np.abs(pred["predicted"] / pred["measured"] - 1.0) * 100
+    log_err = np.log(pred["predicted"] / pred["measured"])
+    cls = pred["model_key"].astype(str).map(classes).fillna("no_layers")
+    return (pred.assign(ape=ape, log_err=log_err, operator_class=cls)
+            .groupby(["source", "memory_layout", "operator_class", "framework_version"], dropna=False)
+            .agg(rows=("ape", "size"), mape=("ape", "mean"), median_log_error=("log_err", "median"),
+                 log_error_sd=("log_err", "std"))
+            .reset_index().assign(protocol=protocol))
+
+
 def plot(levels: pd.DataFrame, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(9, 4.5))
     cols = ["as_predicted", *LEVELS]
@@ -132,21 +168,26 @@ def main() -> int:
     args = ap.parse_args()
     dataset = pd.read_parquet(REPO_ROOT / "data" / "processed" / "dataset.parquet",
                               columns=[*DATASET_COLUMNS, "target"])
-    rows, sources, dims = [], [], []
+    classes = operator_classes(pd.read_parquet(REPO_ROOT / "data" / "processed" / "layers.parquet",
+                                               columns=["model_key", "pass", "op", "kind", "macs_per_sample"]))
+    rows, sources, dims, layouts = [], [], [], []
     for protocol, _, pred in held_out_predictions(PROTOCOLS, [args.model]):
         pred = with_config(pred, dataset)
         rows.append({"protocol": protocol, "rows": len(pred), **levels_table(pred)})
         dims.append({"protocol": protocol, "cnn_gpu": rows[-1]["cnn_gpu"], **setting_dimensions(pred)})
         sources.append(by_source(protocol, pred))
+        layouts.append(by_layout(protocol, pred, classes))
     if not rows:
         raise SystemExit(f"no held-out predictions of {args.model} under reports/train: run `dvc repro` first")
     levels = pd.DataFrame(rows)
     per_source = pd.concat(sources, ignore_index=True)
+    per_layout = pd.concat(layouts, ignore_index=True)
     floor = twin_floor(dataset)
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     levels.to_csv(out_path.with_name(out_path.stem + "_levels.csv"), index=False)
     per_source.to_csv(out_path.with_name(out_path.stem + "_by_source.csv"), index=False)
+    per_layout.to_csv(out_path.with_name(out_path.stem + "_by_layout.csv"), index=False)
     png = plot(levels, out_path.with_suffix(".png"))
     print(levels.round(2).to_string(index=False))
     print("per (CNN, GPU) and one setting column:")
@@ -154,6 +195,11 @@ def main() -> int:
     print(per_source.loc[per_source["protocol"].isin(["leave_model_out", "leave_runtime_out"])
                          & (per_source["runtime"] != "eager")].round(2).to_string(index=False))
     print(floor.round(2).to_string(index=False))
+    timm = per_layout.loc[per_layout["source"] == "timm"]
+    pooled = (timm.assign(err=timm["mape"] * timm["rows"])
+              .groupby(["protocol", "memory_layout", "operator_class"])[["rows", "err"]].sum())
+    print("timm rows by layout and operator class (MAPE %):")
+    print((pooled["err"] / pooled["rows"]).unstack(["memory_layout", "operator_class"]).round(1).to_string())
     metrics = {f"{r['protocol']}_{k}": float(r[k]) for r in rows for k in ("as_predicted", *LEVELS)}
     c = OmegaConf.to_container(compose([]), resolve=True)
     record_benchmark({"model": args.model, "levels": rows, "cnn_gpu_and_one_setting_column": dims,
@@ -162,7 +208,8 @@ def main() -> int:
                       "level_keys": LEVELS}, out_path, None if args.no_mlflow else c["mlflow"],
                      "benchmark/error_bounds", {"model": args.model}, metrics,
                      artifacts=[png, out_path.with_name(out_path.stem + "_levels.csv"),
-                                out_path.with_name(out_path.stem + "_by_source.csv")])
+                                out_path.with_name(out_path.stem + "_by_source.csv"),
+                                out_path.with_name(out_path.stem + "_by_layout.csv")])
     print(f"-> {out_path}")
     return 0
 
