@@ -10,7 +10,8 @@ from sklearn.compose import TransformedTargetRegressor
 from sklearn.pipeline import Pipeline
 
 from src.features.baseline import PhysicsBaselineRegressor
-from src.features.engineer import make_preprocessor
+from src.features.distill import DistilledBaselineRegressor, distill_blocks
+from src.features.engineer import input_columns, make_preprocessor
 
 
 def estimator_class(path: str):
@@ -60,14 +61,29 @@ def model_features(model_cfg: dict, feat_cfg: dict) -> dict:
     return {**dict(feat_cfg), **overrides}
 
 
+# What a synthetic row of a distilled model swaps as one block (conf/model/<name>.yaml `distill.swap`): a CNN's
+# description (its name carries its layers and PTX counts, looked up inside the Pipeline) and a GPU's specs.
+SWAP_BLOCKS = {"cnn": ("model_key", "family", "param_count_m", "gmacs", "activations_m", "img_size"),
+               "gpu": ("gpu",)}
+
+
+def swap_block_columns(feat_cfg: dict, ptx_features: list[str]) -> dict[str, tuple[str, ...]]:
+    """SWAP_BLOCKS restricted to the feature set's raw input columns; the GPU block adds its spec columns."""
+    cols = input_columns(feat_cfg, ptx_features)
+    blocks = {"cnn": SWAP_BLOCKS["cnn"], "gpu": SWAP_BLOCKS["gpu"] + tuple(feat_cfg["gpu_features"])}
+    return {name: tuple(c for c in block if c in cols) for name, block in blocks.items()}
+
+
 def build_model(model_cfg: dict, feat_cfg: dict, ptx_features: list[str], params: dict,
                 log_target: bool | None = None, target_cfg: dict | None = None, physics=None,
-                physics_constants: dict | None = None, ptx=None):
+                physics_constants: dict | None = None, ptx=None, teacher=None):
     """features Pipeline + estimator, wrapped for the target: log(target) (predictions on the original scale), or
     the efficiency log(target / physics estimate) when the target config says `baseline: physics`. The model's
     `feature_overrides` apply to `feat_cfg` (model_features).
 
-    Monotone constraints (target config `monotone`: feature -> +1/-1) go to estimators that support them."""
+    Monotone constraints (target config `monotone`: feature -> +1/-1) go to estimators that support them.
+    A model config with `distill` (and its `teacher`, an unfitted model built by the caller) is grown on the
+    teacher's answers (src/features/distill.py); that needs the efficiency target."""
     target_cfg = dict(target_cfg or {"log": bool(log_target)})
     est = estimator_class(model_cfg["estimator"])(**dict(model_cfg.get("fixed") or {}), **params)
     pre = make_preprocessor(model_features(model_cfg, feat_cfg), ptx_features, bool(model_cfg.get("scale")), physics,
@@ -78,12 +94,24 @@ def build_model(model_cfg: dict, feat_cfg: dict, ptx_features: list[str], params
         pre.set_output(transform="pandas")  # XGBoost maps constraints by column name
         est.set_params(monotone_constraints=constraints)
     pipe = Pipeline([("features", pre), ("model", est)])
+    distill = model_cfg.get("distill")
+    if distill and target_cfg.get("baseline") != "physics":
+        raise ValueError(f"model {model_cfg.get('name')}: distill needs the efficiency target (target=efficiency); "
+                         f"set model.distill=null to grow the tree on the measurements with target "
+                         f"{target_cfg.get('name', '?')}")
     if target_cfg.get("baseline") == "physics":
         if not target_cfg.get("log"):
             raise ValueError("target.baseline=physics models log(target / estimate): set target.log=true")
-        return PhysicsBaselineRegressor(regressor=pipe, unseen_fallback=bool(target_cfg.get("unseen_fallback")),
-                                        by_numbers_share=float(target_cfg.get("by_numbers_share") or 0.0),
-                                        random_state=int(target_cfg.get("by_numbers_seed") or 0))
+        common = {"regressor": pipe, "unseen_fallback": bool(target_cfg.get("unseen_fallback")),
+                  "by_numbers_share": float(target_cfg.get("by_numbers_share") or 0.0),
+                  "random_state": int(target_cfg.get("by_numbers_seed") or 0)}
+        if not distill:
+            return PhysicsBaselineRegressor(**common)
+        if teacher is None:
+            raise ValueError(f"model {model_cfg.get('name')}: distill.teacher {distill.get('teacher')!r} was not built")
+        blocks = distill_blocks(list(distill.get("swap") or []), swap_block_columns(feat_cfg, ptx_features))
+        return DistilledBaselineRegressor(**common, teacher=teacher, synthetic_blocks=blocks,
+                                          synthetic_copies=int(distill.get("copies", 3)))
     if not target_cfg.get("log"):
         return pipe
     return TransformedTargetRegressor(regressor=pipe, func=np.log, inverse_func=np.exp, check_inverse=False)

@@ -26,10 +26,11 @@ from src.ingest.gpus import features_safe, nvidia_cuda_names
 from src.train.estimators import build_model
 
 
-def pip_requirements(model_name: str) -> list[str]:
-    """Pinned requirements of the served model (xgboost-cpu named explicitly, see STACK-NOTES)."""
+def pip_requirements(model_name: str, teacher: str | None = None) -> list[str]:
+    """Pinned requirements of the served model (xgboost-cpu named explicitly, see STACK-NOTES); a distilled model
+    carries its (unfitted) teacher's estimator in its parameters, so it needs the teacher's package too."""
     pkgs = ["mlflow", "scikit-learn", "pandas", "numpy", "cloudpickle", "scipy"]
-    if model_name == "xgb":
+    if "xgb" in (model_name, teacher):
         pkgs.append("xgboost-cpu")
     reqs = []
     for p in pkgs:
@@ -55,15 +56,27 @@ def ptx_columns(c: dict, df: pd.DataFrame) -> list[str]:
 
 
 def make_model(c: dict, params: dict | None = None, ptx: list[str] | None = None, model: str | None = None):
-    """Unfitted Pipeline + estimator; params default to the model's hand-set `warm_start` (no data seen)."""
+    """Unfitted Pipeline + estimator; params default to the model's hand-set `warm_start` (no data seen). A model
+    with `distill` gets its teacher: the named model at that model's warm start."""
     mcfg = model_config(c, model)
     chosen = dict(mcfg.get("warm_start") or {}) if params is None else dict(params)
     index = ptx_index(c) if ptx else None
     if index is not None and list(index.columns) != list(ptx):
         raise DatasetError(f"{c['data']['ptx_counts']}: its PTX columns {index.columns} differ from the dataset's "
                            f"{list(ptx)}: rebuild the dataset (dvc repro features)")
+    teacher = None
+    if mcfg.get("distill"):
+        name = mcfg["distill"].get("teacher")
+        if not name or name == mcfg["name"]:
+            raise ValueError(f"model {mcfg['name']}: distill.teacher must name another model (conf/model/<name>.yaml)")
+        tcfg = model_config(c, name)
+        if tcfg.get("distill"):
+            raise ValueError(f"model {mcfg['name']}: its teacher {name} is itself distilled")
+        teacher = build_model(tcfg, c["features"], list(ptx or []), dict(tcfg.get("warm_start") or {}),
+                              target_cfg=c["target"], physics=profile_index(c),
+                              physics_constants=c.get("physics"), ptx=index)
     return build_model(mcfg, c["features"], list(ptx or []), chosen, target_cfg=c["target"],
-                       physics=profile_index(c), physics_constants=c.get("physics"), ptx=index)
+                       physics=profile_index(c), physics_constants=c.get("physics"), ptx=index, teacher=teacher)
 
 
 def ptx_index(c: dict, root: Path = REPO_ROOT):
@@ -150,4 +163,5 @@ def log_served_model(fitted, c: dict, df: pd.DataFrame, example_rows: np.ndarray
     ptx = ptx_columns(c, df)
     meta = served_metadata(c, df, ptx, model, train_rows, **extra)
     example = df.iloc[np.asarray(example_rows)[:3]][request_columns(meta)].reset_index(drop=True)
-    return log_pyfunc(fitted, gpu_table(c), meta, example, pip_requirements(model))
+    teacher = (model_config(c, model).get("distill") or {}).get("teacher")
+    return log_pyfunc(fitted, gpu_table(c), meta, example, pip_requirements(model, teacher))

@@ -19,7 +19,9 @@ from tests.train import tiny
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
     ov = tiny.overrides(tmp_path_factory.mktemp("baseline"))
-    c = OmegaConf.to_container(compose(ov + ["model=dt"]), resolve=True)
+    # the plain tree: these tests are about the efficiency target's regressor (tests/features/test_distill.py: the
+    # distilled one, which the same rules carry)
+    c = OmegaConf.to_container(compose(ov + ["model=dt", "model.distill=null"]), resolve=True)
     df = pd.read_parquet(c["data"]["dataset"])
     cols = input_columns(c["features"], ptx_columns(c, df))
     # The tiny table is eager fp32 / amp_fp16 only: ask for one row as it is, as TensorRT, as bf16, as int8.

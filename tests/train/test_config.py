@@ -27,9 +27,16 @@ def test_each_model_composes(model):
     layers = pd.read_parquet(REPO_ROOT / "data" / "processed" / "layers.parquet", columns=LAYER_COLUMNS,
                              filters=[("model_key", "==", "resnet18")])
     ptx = load_ptx_index(str(REPO_ROOT / c["data"]["ptx_counts"]), c["features"]["ptx_prefix"])
+    physics = ProfileIndex(kernel_profiles(layers))
+    teacher = None
+    if c["model"].get("distill"):  # a distilled model (dt) is built with its teacher, at the teacher's warm start
+        t = OmegaConf.to_container(compose([f"model={c['model']['distill']['teacher']}"]), resolve=True)["model"]
+        teacher = build_model(t, c["features"], ptx.columns, t["warm_start"], target_cfg=c["target"],
+                              physics=physics, physics_constants=c["physics"], ptx=ptx)
     built = build_model(c["model"], c["features"], ptx.columns, params, target_cfg=c["target"],
-                        physics=ProfileIndex(kernel_profiles(layers)), physics_constants=c["physics"], ptx=ptx)
+                        physics=physics, physics_constants=c["physics"], ptx=ptx, teacher=teacher)
     assert built.regressor.named_steps["model"].get_params()  # constructs without error
+    assert (getattr(built, "teacher", None) is not None) == bool(c["model"].get("distill"))
     # the defaults: the physics estimate, PTX counts looked up by the Pipeline, the efficiency target
     assert c["features"]["name"] == "physics_ptx" and c["features"]["use_ptx"] and c["features"]["physics"]
     assert c["target"]["baseline"] == "physics"
@@ -80,7 +87,8 @@ def test_warm_start_lies_in_search_space(model):
 
 
 def test_tuning_rows_are_the_sweep_default_unless_the_model_sets_its_own():
-    """A model's own `tune_max_rows` (null = every training row) overrides the sweep's sample; dt sets null."""
+    """A model's own `tune_max_rows` (null = every training row) overrides the sweep's sample; dt (distilled, one
+    trial) follows the sweep's."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -91,8 +99,9 @@ def test_tuning_rows_are_the_sweep_default_unless_the_model_sets_its_own():
     def budget(overrides):
         return Trainer.budget(SimpleNamespace(c=OmegaConf.to_container(compose(overrides), resolve=True)))
 
-    assert budget(["model=dt"])["tune_max_rows"] is None
-    assert budget(["model=dt", "sweep.tune_max_rows=500"])["tune_max_rows"] is None
+    assert budget(["model=dt"])["tune_max_rows"] == 3000
+    assert budget(["model=dt", "sweep.tune_max_rows=500"])["tune_max_rows"] == 500
+    assert budget(["model=dt", "model.tune_max_rows=null"])["tune_max_rows"] is None
     assert budget(["model=xgb"])["tune_max_rows"] == 3000
     assert budget(["model=lr", "sweep.tune_max_rows=500"])["tune_max_rows"] == 500
     assert budget(["model=xgb", "+model.tune_max_rows=null"])["tune_max_rows"] is None

@@ -139,6 +139,8 @@ def overrides(tmp: Path, n_trials: int = 2, protocols: str = ALL_PROTOCOLS) -> l
     ov += [
         f"mlflow.tracking_uri=sqlite:///{tmp}/mlflow.db", f"mlflow.artifact_root=file://{tmp}/mlartifacts",
         f"sweep.storage=sqlite:///{tmp}/optuna.db", f"sweep.n_trials={n_trials}", f"sweep.n_trials_slow={n_trials}",
+        # every model, the distilled Decision Tree too (one trial in the main job), gets the tests' trials
+        f"model.n_trials={n_trials}",
         "sweep.cv_folds=2", "sweep.perm_max_rows=200", "sweep.perm_repeats=1", "sweep.n_jobs=1",
         f"reports_dir={tmp}/reports", f"split.protocols={protocols}", "split.leave_family_out.n_groups=3",
         "split.leave_model_out.n_groups=3",
