@@ -227,18 +227,22 @@ def _paths(entries) -> list[str]:
 
 
 def dvc_stages(root: Path = REPO) -> dict[str, dict]:
-    """name (`train@dt` for matrix entries) -> {cmd, deps, outs (outs+metrics+plots), params}, ${} resolved."""
+    """name (`train@dt` for matrix and foreach entries) -> {cmd, deps, outs (outs+metrics+plots), params}, ${}
+    resolved (`${item.*}`, and `${key}` of a foreach over a mapping)."""
     dvc = yaml.safe_load((root / "dvc.yaml").read_text())
     params = yaml.safe_load((root / "params.yaml").read_text())
     stages = {}
     for name, st in dvc["stages"].items():
-        items = [{}]
+        items: list[tuple[str | None, dict]] = [(None, {})]
         if "matrix" in st:
             ((key, values),) = st["matrix"].items()
-            items = [{key: v} for v in values]
-        for item in items:
-            ctx = {**params, "item": item}
-            full = name if not item else f"{name}@{next(iter(item.values()))}"
+            items = [(str(v), {key: v}) for v in values]
+        elif "foreach" in st:
+            items = [(str(k), v) for k, v in st["foreach"].items()]
+            st = st["do"]
+        for suffix, item in items:
+            ctx = {**params, "item": item, "key": suffix}
+            full = name if suffix is None else f"{name}@{suffix}"
             stages[full] = {
                 "cmd": _interpolate(" ".join(st["cmd"].split()), ctx),
                 "deps": [os.path.normpath(_interpolate(p, ctx)) for p in _paths(st.get("deps"))],

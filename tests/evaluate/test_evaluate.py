@@ -6,7 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from src.evaluate.__main__ import configurations, markdown, rankings, support_markdown, support_tables
+from src.evaluate.__main__ import (
+    configurations,
+    mape_over_best,
+    markdown,
+    rankings,
+    support_markdown,
+    support_tables,
+)
 
 GPUS = ["A100", "V100", "T4", "RTX 3090"]
 SPEED = {"A100": 1.0, "V100": 1.6, "T4": 4.0, "RTX 3090": 1.3}
@@ -113,3 +120,15 @@ def test_support_tables_name_predictions_without_the_setting_label(tmp_path):
     with pytest.raises(SystemExit, match=r"dt/leave_gpu_out/predictions.csv: predictions lack column\(s\) "
                                          r"\['setting_support'\]: the reports are stale"):
         support_tables(rep, {"leave_gpu_out": {"dt": {}}})
+
+
+def test_mape_over_best_is_each_models_mape_over_the_protocols_lowest():
+    table = {"random": {"dt": {"mape": 9.0}, "xgb": {"mape": 7.5}, "lr": {"mape": 15.0}},
+             "leave_gpu_out": {"dt": {"mape": 20.0}, "xgb": {"mape": np.nan}}}
+    out = mape_over_best(table)
+    assert out["random"]["dt"]["mape_over_best"] == pytest.approx(1.2)
+    assert out["random"]["xgb"]["mape_over_best"] == pytest.approx(1.0)
+    assert out["random"]["lr"]["mape_over_best"] == pytest.approx(2.0)
+    # a model without a finite MAPE is no yardstick, and gets no ratio itself
+    assert out["leave_gpu_out"]["dt"]["mape_over_best"] == pytest.approx(1.0)
+    assert np.isnan(out["leave_gpu_out"]["xgb"]["mape_over_best"])

@@ -13,7 +13,8 @@ from tests.scaleout.servers import MlflowServer, PgServer, missing_reason
 from tests.scaleout.workers import probe, start_worker, studies, wait_all
 
 # Keys of tests.train.tiny.overrides that the scale-out runs set themselves.
-REPLACED = ("sweep.storage", "mlflow.tracking_uri", "mlflow.artifact_root", "sweep.n_trials", "sweep.n_trials_slow")
+REPLACED = ("sweep.storage", "mlflow.tracking_uri", "mlflow.artifact_root", "sweep.n_trials", "sweep.n_trials_slow",
+            "model.n_trials")
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +65,8 @@ def cluster(tiny, optuna_url, tracking):
         extra = {"heartbeat_interval": 1, "grace_period": 3, "storage_retries": 8, "storage_backoff_s": 0.5, **sweep}
         return [*tiny[1], "sweep=postgres", f"sweep.storage={optuna_url}", "mlflow=server",
                 f"mlflow.tracking_uri={tracking.url}", f"sweep.study_prefix={prefix}", f"sweep.n_trials={n_trials}",
-                f"sweep.n_trials_slow={n_trials}", *[f"sweep.{k}={v}" for k, v in extra.items()]]
+                f"sweep.n_trials_slow={n_trials}", f"model.n_trials={n_trials}",
+                *[f"sweep.{k}={v}" for k, v in extra.items()]]
     return make
 
 
