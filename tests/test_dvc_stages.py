@@ -530,7 +530,10 @@ def test_dvc_yaml_resolution():
     stages = dvc_stages()
     assert {"ingest", "features", "evaluate", "register", "e2e", "ptx"} <= stages.keys()
     st = stages[f"train@{MODEL}"]
-    assert f"conf/model/{MODEL}.yaml" in st["deps"]
+    assert covered(f"conf/model/{MODEL}.yaml", st["deps"])
+    assert covered("conf/model/xgb.yaml", stages["train@dt"]["deps"])  # the distilled tree's teacher
+    assert "conf/model/lr.yaml" in stages["train@lr"]["deps"] and not covered("conf/model/dt.yaml",
+                                                                              stages["train@lr"]["deps"])
     assert f"reports/train/{MODEL}/metrics.json" in st["outs"]
     assert "${" not in st["cmd"] and f"model={MODEL}" in st["cmd"].split()
 
