@@ -39,13 +39,17 @@ GROUPINGS = {"configuration": "random", "gpu": "leave_gpu_out", "family": "leave
 
 
 def variant_config(c: dict, variant: str) -> dict:
-    """The dt config of a variant: `plain`, or `<block>[+<block>]:<copies>` (e.g. `cnn+gpu:3`)."""
+    """The dt config of a variant: `plain`, or `<block>[+<block>]:<copies>[:<donors>]` (e.g. `cnn+gpu:3`,
+    `cnn+gpu:2:distinct`; donors default to the config's `distill.donors`)."""
     if variant == "plain":
         return {**c, "model": {**c["model"], "distill": None}}
-    blocks, _, copies = variant.partition(":")
+    blocks, _, rest = variant.partition(":")
+    copies, _, donors = rest.partition(":")
     if not copies.isdigit():
-        raise SystemExit(f"--variants: {variant!r} is not `plain` or `<block>[+<block>]:<copies>`")
+        raise SystemExit(f"--variants: {variant!r} is not `plain` or `<block>[+<block>]:<copies>[:<donors>]`")
     distill = {**(c["model"].get("distill") or {"teacher": "xgb"}), "swap": blocks.split("+"), "copies": int(copies)}
+    if donors:
+        distill["donors"] = donors
     return {**c, "model": {**c["model"], "distill": distill}}
 
 

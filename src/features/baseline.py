@@ -200,7 +200,8 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         z = perf.transform(renamed)
         for _, step in features.steps[1:]:
             z = step.fit(z, log_eff).transform(z)
-        pipe.named_steps["model"].fit(z, log_eff, **fit_params)
+        # the Pipeline's `model__<name>` fit parameters (a sample weight) go to its estimator here
+        pipe.named_steps["model"].fit(z, log_eff, **{k.removeprefix("model__"): v for k, v in fit_params.items()})
         return pipe
 
     def by_numbers_rows(self, physics: pd.DataFrame) -> np.ndarray:

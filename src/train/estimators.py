@@ -111,7 +111,8 @@ def build_model(model_cfg: dict, feat_cfg: dict, ptx_features: list[str], params
             raise ValueError(f"model {model_cfg.get('name')}: distill.teacher {distill.get('teacher')!r} was not built")
         blocks = distill_blocks(list(distill.get("swap") or []), swap_block_columns(feat_cfg, ptx_features))
         return DistilledBaselineRegressor(**common, teacher=teacher, synthetic_blocks=blocks,
-                                          synthetic_copies=int(distill.get("copies", 3)))
+                                          synthetic_copies=int(distill.get("copies", 3)),
+                                          synthetic_donors=str(distill.get("donors", "rows")))
     if not target_cfg.get("log"):
         return pipe
     return TransformedTargetRegressor(regressor=pipe, func=np.log, inverse_func=np.exp, check_inverse=False)

@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import multiprocessing
+import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
@@ -115,6 +116,7 @@ class Trainer:
         self.name = c["model"]["name"]
         self.seed = int(c["seed"])
         self.progress = bool(c.get("progress", True))
+        self._pool_lock = threading.Lock()
         self.pin_threads()
         self.df = load_dataset(c)
         if len(self.df) < 50:
@@ -323,6 +325,7 @@ class Trainer:
             timing = {"tune": 0.0, "fit": 0.0, "predict": 0.0}
             model = None
             jobs = 1 if single else max(1, min(int(s.get("fold_jobs", 1)), len(folds)))
+            pool_size = max(1, int(s.get("fold_jobs", 1)))  # one pool for every protocol (see `concurrent`)
             args = (protocol, labels, warm, log_trials, single, len(folds), run.info.run_id, art)
             if jobs > 1:  # schema first, in this thread: two workers creating it in a fresh database collide
                 optuna.storages.get_storage(s["storage"])
@@ -330,7 +333,7 @@ class Trainer:
                 if jobs == 1:
                     done = map(lambda f: self.fold_job(f, *args), folds)
                 elif self.fold_backend() == "process":
-                    done = self.process_pool(jobs).map(_fold_in_worker, folds, [args] * len(folds))
+                    done = self.process_pool(pool_size).map(_fold_in_worker, folds, [args] * len(folds))
                 else:
                     pool = stack.enter_context(ThreadPoolExecutor(max_workers=jobs))
                     done = pool.map(lambda f: self.fold_job(f, *args), folds)
@@ -417,18 +420,20 @@ class Trainer:
         return backend
 
     def process_pool(self, jobs: int) -> Executor:
-        """`jobs` worker processes, each with its own Trainer of this config, kept for every protocol of this run.
+        """`jobs` worker processes, each with its own Trainer of this config, kept for every protocol of this run
+        (protocols running at once share it: `concurrent`; made under a lock, so two threads never make two).
 
         Why processes: the Pipeline's feature work (pricing, encoding, permutation importance) holds the GIL, so
         two fold threads of lr or knn ran at 1.07x one (reports/bench/train_time_bench.json). Spawned, not forked:
         the parent holds SQLite connections and threads. A fold's numbers depend only on its data and the seed."""
-        pool = getattr(self, "_pool", None)
-        if pool is None or self._pool_jobs != jobs:
-            self.close_pool()
-            pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_start_worker, initargs=(self.c,))
-            self._pool, self._pool_jobs = pool, jobs
-        return pool
+        with self._pool_lock:
+            pool = getattr(self, "_pool", None)
+            if pool is None or self._pool_jobs != jobs:
+                self.close_pool()
+                pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                           initializer=_start_worker, initargs=(self.c,))
+                self._pool, self._pool_jobs = pool, jobs
+            return pool
 
     def close_pool(self) -> None:
         pool = getattr(self, "_pool", None)
@@ -437,6 +442,17 @@ class Trainer:
             self._pool = None
 
     # -- entry -------------------------------------------------------------------------------------------
+    def concurrent(self, protocols: list[str]) -> list[str]:
+        """The protocols that run at the same time, one thread each: with worker processes (`sweep.fold_backend:
+        process`, `sweep.fold_jobs` >= 2) every protocol, the grouped ones queueing their folds on the one pool of
+        `fold_jobs` workers (so no core idles while a protocol waits for its last fold) and the single-fold ones
+        fitting in their threads; otherwise the single-fold pair (`side_by_side`). A protocol's numbers never
+        depend on this: a fold's study, fit and importances depend only on its data and the seed."""
+        if (len(protocols) > 1 and int(self.c["sweep"].get("fold_jobs", 1)) >= 2 and not outer_run_active()
+                and self.fold_backend() == "process"):
+            return list(protocols)
+        return self.side_by_side(protocols)
+
     def side_by_side(self, protocols: list[str]) -> list[str]:
         """The single-fold protocols (random, random_rows) run at the same time, one thread each, when the sweep
         may use two cores (`sweep.fold_jobs` >= 2): each runs on one core (estimators keep `n_jobs`), and a
@@ -452,14 +468,14 @@ class Trainer:
         # Every study starts from the model's hand-set warm_start (inside the space; no data seen).
         warm = dict(self.c["model"].get("warm_start") or {}) or None
         protocols = list(iter_protocols(list(self.c["split"]["protocols"])))
-        side_by_side = self.side_by_side(protocols)
+        at_once = self.concurrent(protocols)
         done = {}
-        if side_by_side:
-            optuna.storages.get_storage(self.c["sweep"]["storage"])  # schema first (see run_protocol)
-            with ThreadPoolExecutor(max_workers=len(side_by_side)) as pool:
-                futures = {p: pool.submit(self.run_protocol, p, warm) for p in side_by_side}
-                done = {p: f.result() for p, f in futures.items()}
         try:
+            if at_once:
+                optuna.storages.get_storage(self.c["sweep"]["storage"])  # schema first (see run_protocol)
+                with ThreadPoolExecutor(max_workers=len(at_once)) as pool:
+                    futures = {p: pool.submit(self.run_protocol, p, warm) for p in at_once}
+                    done = {p: f.result() for p, f in futures.items()}
             results = {p: done[p] if p in done else self.run_protocol(p, warm) for p in protocols}
         finally:
             self.close_pool()

@@ -9,7 +9,13 @@ from omegaconf import OmegaConf
 from sklearn.tree import DecisionTreeRegressor
 
 from src.config import compose
-from src.features.distill import DistilledBaselineRegressor, distill_blocks, swap_blocks
+from src.features.distill import (
+    DONOR_RULES,
+    DistilledBaselineRegressor,
+    distill_blocks,
+    distinct_rows,
+    swap_blocks,
+)
 from src.features.engineer import input_columns
 from src.train.estimators import inner_pipeline, swap_block_columns
 from src.train.fit import fit_model, make_model, ptx_columns
@@ -44,11 +50,60 @@ def test_swapped_blocks_come_whole_from_training_rows():
     pd.testing.assert_frame_equal(X, _table())
 
 
+def _skewed() -> pd.DataFrame:
+    """Eight rows on GPU a, one each on b and c (like the RTX 3090's share of the measurements)."""
+    return pd.DataFrame({"gpu": ["a"] * 8 + ["b", "c"], "bw": [1.0] * 8 + [2.0, 3.0], "row": list("pqrstuvwxy")})
+
+
+def _self_swaps(out: pd.DataFrame, X: pd.DataFrame) -> float:
+    return float((out["row"].map(dict(zip(X["row"], X["gpu"], strict=True))) == out["gpu"]).mean())
+
+
+def test_donor_rules_draw_other_blocks():
+    X = _skewed()
+    by_rule = {rule: swap_blocks(X, [("gpu", "bw")], 400, 3, rule) for rule in DONOR_RULES}
+    # `rows`: frequency-weighted donors, so most of a skewed table's synthetic rows are copies of themselves
+    assert _self_swaps(by_rule["rows"], X) > 0.5
+    for rule in ("other", "distinct"):
+        out = by_rule[rule]
+        assert len(out) == 4000 and _self_swaps(out, X) == 0.0
+        # the block still comes whole from a training row
+        assert set(map(tuple, out[["gpu", "bw"]].to_numpy().tolist())) <= {("a", 1.0), ("b", 2.0), ("c", 3.0)}
+    # `other` keeps the donors' frequencies among the other values (a row on b draws a 8:1 over c), `distinct`
+    # draws each other value equally (a row on b draws a and c alike)
+    on_b = {rule: by_rule[rule].loc[by_rule[rule]["row"] == "x", "gpu"].value_counts(normalize=True)
+            for rule in ("other", "distinct")}
+    assert on_b["other"]["a"] > 0.8 and abs(on_b["distinct"]["a"] - 0.5) < 0.1
+    # `rows` is the default
+    pd.testing.assert_frame_equal(by_rule["rows"], swap_blocks(X, [("gpu", "bw")], 400, 3))
+
+
+def test_a_block_with_one_value_has_no_other_donor():
+    X = _skewed().assign(gpu="a", bw=1.0)
+    assert swap_blocks(X, [("gpu", "bw")], 5, 0, "distinct").empty
+    assert swap_blocks(X, [("gpu", "bw")], 5, 0, "other").empty
+    assert len(swap_blocks(X, [("gpu", "bw")], 5, 0, "rows")) == 50
+
+
+def test_distinct_rows_keep_each_row_once_with_its_count():
+    X = pd.DataFrame({"gpu": ["a", "b", "a", "a", None, None], "bw": [1.0, 2.0, 1.0, 1.0, np.nan, np.nan],
+                      "batch_size": [1, 1, 1, 2, 4, 4]})
+    rows, counts = distinct_rows(X)
+    # first-occurrence order; a missing value matches a missing value
+    assert rows.to_dict("records")[:3] == [{"gpu": "a", "bw": 1.0, "batch_size": 1},
+                                           {"gpu": "b", "bw": 2.0, "batch_size": 1},
+                                           {"gpu": "a", "bw": 1.0, "batch_size": 2}]
+    assert len(rows) == 4 and rows["gpu"].isna().tolist() == [False, False, False, True]
+    assert counts.tolist() == [2.0, 1.0, 1.0, 2.0] and counts.sum() == len(X)
+
+
 def test_swap_blocks_names_what_is_wrong():
     with pytest.raises(ValueError, match=r"lacks: \['nope'\]"):
         swap_blocks(_table(), [("model_key", "nope")], 1, 0)
     with pytest.raises(ValueError, match="copies must be >= 0"):
         swap_blocks(_table(), [("gpu",)], -1, 0)
+    with pytest.raises(ValueError, match=r"distill.donors: unknown rule 'nearest'"):
+        swap_blocks(_table(), [("gpu",)], 1, 0, "nearest")
     assert swap_blocks(_table(), [("gpu",)], 0, 0).empty
     with pytest.raises(ValueError, match=r"unknown block\(s\) \['cpu'\]"):
         distill_blocks(["gpu", "cpu"], {"gpu": ("gpu",), "cnn": ("model_key",)})
@@ -75,6 +130,8 @@ def test_the_decision_tree_is_grown_on_its_teachers_answers(tiny_config):
     assert "model_key" in blocks["cnn"] and "memory_bandwidth_gbs" in blocks["gpu"] and "gpu" in blocks["gpu"]
     X = df[input_columns(c["features"], ptx_columns(c, df))]
     y = df["target"].to_numpy(float)
+    # identical rows are grown on once (weighted by their count)
+    assert len(X.drop_duplicates()) <= model.n_grown_rows_ < model.n_training_rows_ + model.n_synthetic_rows_
     # it reproduces the teacher on its training rows far closer than the measurements
     teacher = make_model(c, None, ptx_columns(c, df), "xgb").fit(X, y)
     assert mape(teacher.predict(X), model.predict(X)) < mape(y, model.predict(X)) + 1e-9

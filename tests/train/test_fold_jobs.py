@@ -66,13 +66,15 @@ def test_parallel_folds_give_the_same_numbers_and_nested_runs(tiny, model, backe
 
 
 def test_single_fold_protocols_side_by_side_give_the_same_numbers(tmp_path, monkeypatch):
-    """random and random_rows run in two threads when fold_jobs >= 2 (Trainer.side_by_side): same predictions,
-    parameters and served model as one after the other, each protocol's trials under its own run."""
+    """With fold_jobs >= 2 and worker processes every protocol runs in its own thread (Trainer.concurrent), the
+    grouped ones queueing their folds on one shared pool: same predictions, parameters and served model as one
+    after the other, each protocol's trials under its own run."""
     ov = overrides(tmp_path, n_trials=2, protocols="[random,random_rows,leave_gpu_out]")
 
     def summary(jobs: int) -> tuple[Trainer, dict, dict]:
         c = OmegaConf.to_container(compose([
-            *ov, "model=dt", f"sweep.fold_jobs={jobs}", f"reports_dir={tmp_path}/reports-{jobs}",
+            *ov, "model=dt", f"sweep.fold_jobs={jobs}", f"sweep.fold_backend={'process' if jobs > 1 else 'thread'}",
+            f"reports_dir={tmp_path}/reports-{jobs}",
             f"sweep.storage=sqlite:///{tmp_path}/optuna-{jobs}.db"]), resolve=True)
         setup(c["mlflow"]["tracking_uri"], c["mlflow"]["experiment"], c["mlflow"]["artifact_root"])
         trainer = Trainer(c)
@@ -82,6 +84,15 @@ def test_single_fold_protocols_side_by_side_give_the_same_numbers(tmp_path, monk
     par_trainer, par, c = summary(2)
     assert seq_trainer.side_by_side(["random", "random_rows", "leave_gpu_out"]) == []
     assert par_trainer.side_by_side(["random", "random_rows", "leave_gpu_out"]) == ["random", "random_rows"]
+    # with worker processes (conf/sweep's default backend) every protocol runs at once, sharing one pool; with
+    # fold threads only the single-fold pair does
+    assert c["sweep"]["fold_backend"] == "process"
+    assert par_trainer.concurrent(["random", "random_rows", "leave_gpu_out"]) == ["random", "random_rows",
+                                                                                  "leave_gpu_out"]
+    assert seq_trainer.concurrent(["random", "random_rows", "leave_gpu_out"]) == []
+    par_trainer.c["sweep"]["fold_backend"] = "thread"
+    assert par_trainer.concurrent(["random", "random_rows", "leave_gpu_out"]) == ["random", "random_rows"]
+    par_trainer.c["sweep"]["fold_backend"] = "process"
     assert par_trainer.side_by_side(["random", "leave_gpu_out"]) == []
     monkeypatch.setenv("MLFLOW_RUN_ID", "0" * 32)  # under `mlflow run`: no threads (nothing to nest under)
     assert par_trainer.side_by_side(["random", "random_rows"]) == []
