@@ -41,7 +41,8 @@ def pipeline_overrides() -> list[str]:
     return [f"features={t['features']}", f"target={t['target']}", f"seed={t['seed']}",
             f"sweep.n_trials={t['n_trials']}", f"sweep.n_trials_slow={t['n_trials_slow']}",
             f"sweep.cv_folds={t['cv_folds']}", f"sweep.tune_max_rows={t['tune_max_rows']}",
-            f"split.leave_gpu_out.n_groups={t['leave_gpu_out_groups']}", "progress=false"]
+            f"split.leave_gpu_out.n_groups={t['leave_gpu_out_groups']}", f"sweep.perm_repeats={t['perm_repeats']}",
+            "progress=false"]
 
 
 def train_protocol(model: str, protocol: str, jobs: int, tmp: Path, extra: list[str],

@@ -20,3 +20,11 @@ def test_variants_name_the_tree_they_grow():
     assert c["model"]["distill"]["copies"] == 3  # the config itself is not changed
     with pytest.raises(SystemExit, match="not `plain`"):
         variant_config(c, "cnn+gpu")
+
+
+def test_a_variant_may_name_its_donor_rule():
+    c = OmegaConf.to_container(compose(["model=dt"]), resolve=True)
+    assert variant_config(c, "cnn+gpu:2:distinct")["model"]["distill"] == {
+        **c["model"]["distill"], "swap": ["cnn", "gpu"], "copies": 2, "donors": "distinct"}
+    # without one, the config's rule
+    assert variant_config(c, "cnn+gpu:3")["model"]["distill"]["donors"] == c["model"]["distill"]["donors"] == "rows"
