@@ -23,12 +23,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
-from omegaconf import OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_time_bench import pipeline_overrides  # noqa: E402
+from train_time_bench import fresh_trainer, pipeline_overrides  # noqa: E402
 
 SCHEDULES = ("one_after_another", "at_once")
 
@@ -41,20 +40,10 @@ def pipeline_protocols() -> str:
 
 def train_run(model: str, schedule: str, jobs: int, tmp: Path, extra: list[str]) -> tuple[float, dict, dict]:
     """(wall seconds, summary, {protocol: held-out predictions}) of one fresh training under `schedule`."""
-    from src.config import compose
-    from src.tracking import setup
-    from src.train.run import Trainer
-
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule {schedule!r}: one of {SCHEDULES}")
-    folder = tmp / f"{model}-{schedule}"
-    c = OmegaConf.to_container(compose([
-        *pipeline_overrides(), *extra, f"model={model}", f"sweep.fold_jobs={jobs}", "sweep.fold_backend=process",
-        f"split.protocols={pipeline_protocols()}",
-        f"mlflow.tracking_uri=sqlite:///{folder}/mlflow.db", f"mlflow.artifact_root=file://{folder}/art",
-        f"sweep.storage=sqlite:///{folder}/optuna.db", f"reports_dir={folder}/reports"]), resolve=True)
-    setup(c["mlflow"]["tracking_uri"], c["mlflow"]["experiment"], c["mlflow"]["artifact_root"])
-    trainer = Trainer(c)
+    trainer = fresh_trainer(model, tmp / f"{model}-{schedule}", [
+        *extra, f"sweep.fold_jobs={jobs}", "sweep.fold_backend=process", f"split.protocols={pipeline_protocols()}"])
     if schedule == "one_after_another":
         trainer.concurrent = trainer.side_by_side  # the schedule before: only the single-fold pair at once
     t0 = time.perf_counter()

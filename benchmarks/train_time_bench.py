@@ -45,21 +45,27 @@ def pipeline_overrides() -> list[str]:
             "progress=false"]
 
 
-def train_protocol(model: str, protocol: str, jobs: int, tmp: Path, extra: list[str],
-                   backend: str = "thread") -> tuple[float, dict, pd.DataFrame]:
-    """(wall seconds, protocol result, held-out predictions) of one fresh training of `protocol`."""
+def fresh_trainer(model: str, folder: Path, overrides: list[str]):
+    """A Trainer of the train stage's settings plus `overrides`, with its own MLflow and Optuna stores and reports
+    under `folder` (so every timed training pays the same store writes)."""
     from src.config import compose
     from src.tracking import setup
     from src.train.run import Trainer
 
-    folder = tmp / f"{model}-{jobs}-{backend}"
     c = OmegaConf.to_container(compose([
-        *pipeline_overrides(), *extra, f"model={model}", f"sweep.fold_jobs={jobs}", f"sweep.fold_backend={backend}",
-        f"split.protocols=[{protocol}]",
+        *pipeline_overrides(), *overrides, f"model={model}",
         f"mlflow.tracking_uri=sqlite:///{folder}/mlflow.db", f"mlflow.artifact_root=file://{folder}/art",
         f"sweep.storage=sqlite:///{folder}/optuna.db", f"reports_dir={folder}/reports"]), resolve=True)
     setup(c["mlflow"]["tracking_uri"], c["mlflow"]["experiment"], c["mlflow"]["artifact_root"])
-    trainer = Trainer(c)
+    return Trainer(c)
+
+
+def train_protocol(model: str, protocol: str, jobs: int, tmp: Path, extra: list[str],
+                   backend: str = "thread") -> tuple[float, dict, pd.DataFrame]:
+    """(wall seconds, protocol result, held-out predictions) of one fresh training of `protocol`."""
+    trainer = fresh_trainer(model, tmp / f"{model}-{jobs}-{backend}", [
+        *extra, f"sweep.fold_jobs={jobs}", f"sweep.fold_backend={backend}", f"split.protocols=[{protocol}]"])
+    c = trainer.c
     warm = dict(c["model"].get("warm_start") or {}) or None
     t0 = time.perf_counter()
     try:
