@@ -8,7 +8,7 @@ schedule, the speed-up, and whether every protocol's held-out predictions, fold 
 bit-identical. Writes reports/bench/protocol_schedule_bench.json and an MLflow run (experiment cnnperf-bench)
 unless --no-mlflow. Run it on an otherwise idle machine: it measures wall time.
 
-    python benchmarks/protocol_schedule_bench.py [--models lr,knn,xgb] [--jobs 2]
+    python benchmarks/protocol_schedule_bench.py [--models lr,knn,rf,dt,xgb] [--jobs 2]   (~25 min on 2 cores)
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def identical(a: tuple, b: tuple) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="lr,knn,xgb")
+    ap.add_argument("--models", default="lr,knn,rf,dt,xgb")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default="reports/bench/protocol_schedule_bench.json")
     ap.add_argument("--no-mlflow", action="store_true")
