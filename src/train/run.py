@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import multiprocessing
+import sys
 import threading
 import time
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -430,6 +431,7 @@ class Trainer:
             pool = getattr(self, "_pool", None)
             if pool is None or self._pool_jobs != jobs:
                 self.close_pool()
+                project_code_first()
                 pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                            initializer=_start_worker, initargs=(self.c,))
                 self._pool, self._pool_jobs = pool, jobs
@@ -494,6 +496,19 @@ class Trainer:
 
 
 _WORKER: Trainer | None = None
+# The folder this process imported the project's code from (the parent of `src`).
+PROJECT_CODE = str(Path(__file__).resolve().parents[2])
+
+
+def project_code_first() -> None:
+    """Put the project's code folder first on sys.path, which spawned fold workers import `src` by.
+
+    Why: loading a served model (MLflow pyfunc) puts the model's copy of `src` (its `code/` artifact) first on
+    sys.path; a worker spawned after that imported that copy, whose repo root has no `conf/`, and a distilled
+    tree's teacher config failed to compose there (tests/train/test_fold_jobs.py after a serving test on the
+    same pytest worker). This process already runs the project's own code; its workers must too."""
+    if sys.path[:1] != [PROJECT_CODE]:
+        sys.path[:] = [PROJECT_CODE] + [p for p in sys.path if p != PROJECT_CODE]
 
 
 def _start_worker(c: dict) -> None:

@@ -4,6 +4,8 @@ real SQLite stores)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mlflow
 import numpy as np
 import pandas as pd
@@ -114,3 +116,18 @@ def test_single_fold_protocols_side_by_side_give_the_same_numbers(tmp_path, monk
         assert len(trials) == 2 and all(t.data.tags["run_kind"] == "trial" for t in trials)
     assert par["protocols"]["random"]["model_uri"].startswith("models:/")
     assert mlflow.active_run() is None
+
+
+def test_fold_workers_import_the_projects_code_before_a_served_models_copy(tmp_path, monkeypatch):
+    """A served model loaded in this process puts its copy of `src` first on sys.path; the pool puts the project's
+    code back in front before it spawns workers (which import `src` by sys.path)."""
+    import sys
+
+    from src.train import run as run_module
+
+    copy = tmp_path / "code"
+    (copy / "src").mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [str(copy), *sys.path])
+    run_module.project_code_first()
+    assert sys.path[0] == run_module.PROJECT_CODE == str(Path(run_module.__file__).resolve().parents[2])
+    assert str(copy) in sys.path and sys.path.count(run_module.PROJECT_CODE) == 1
