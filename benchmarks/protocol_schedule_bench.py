@@ -13,7 +13,6 @@ unless --no-mlflow. Run it on an otherwise idle machine: it measures wall time.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -27,7 +26,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_time_bench import fresh_trainer, pipeline_overrides  # noqa: E402
+from train_time_bench import fresh_trainer, pipeline_overrides, timing_parser  # noqa: E402
 
 SCHEDULES = ("one_after_another", "at_once")
 
@@ -68,13 +67,7 @@ def identical(a: tuple, b: tuple) -> bool:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="lr,knn,rf,dt,xgb")
-    ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", default="reports/bench/protocol_schedule_bench.json")
-    ap.add_argument("--no-mlflow", action="store_true")
-    ap.add_argument("overrides", nargs="*", help="extra Hydra overrides (e.g. data.dataset=...)")
-    a = ap.parse_args()
+    a = timing_parser(__doc__.splitlines()[0], "reports/bench/protocol_schedule_bench.json").parse_args()
     from src.config import REPO_ROOT
     from src.tracking import benchmark_store, record_benchmark
 

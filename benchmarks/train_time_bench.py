@@ -76,14 +76,20 @@ def train_protocol(model: str, protocol: str, jobs: int, tmp: Path, extra: list[
     return wall, res, pd.read_csv(trainer.out_dir / protocol / "predictions.csv")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def timing_parser(description: str, out: str) -> argparse.ArgumentParser:
+    """The arguments every train-timing bench takes: models, fold workers, report path, MLflow off, overrides."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--models", default="lr,knn,rf,dt,xgb")
-    ap.add_argument("--protocol", default="leave_family_out")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", default="reports/bench/train_time_bench.json")
+    ap.add_argument("--out", default=out)
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides (e.g. data.dataset=...)")
+    return ap
+
+
+def main() -> None:
+    ap = timing_parser(__doc__.splitlines()[0], "reports/bench/train_time_bench.json")
+    ap.add_argument("--protocol", default="leave_family_out")
     a = ap.parse_args()
     from src.config import REPO_ROOT
     from src.tracking import benchmark_store, record_benchmark
