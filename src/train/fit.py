@@ -19,9 +19,11 @@ from omegaconf import OmegaConf
 from src.config import REPO_ROOT, compose
 from src.features.dataset import DatasetError
 from src.features.engineer import input_columns
+from src.features.extrapolation import training_settings
 from src.features.layer_physics import load_profile_index
 from src.features.ptx_lookup import load_ptx_index
-from src.features.served import log_pyfunc, request_columns, training_settings
+from src.features.request import request_columns
+from src.features.served import log_pyfunc
 from src.ingest.gpus import features_safe, nvidia_cuda_names
 from src.train.estimators import build_model
 

@@ -11,7 +11,7 @@ from sklearn.base import clone
 from src.config import compose
 from src.features.baseline import BY_NUMBERS
 from src.features.engineer import input_columns
-from src.features.served import FastPipeline
+from src.features.fast_pipeline import FastPipeline
 from src.train.fit import fit_model, ptx_columns
 from tests.train import tiny
 

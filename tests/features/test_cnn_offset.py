@@ -78,7 +78,7 @@ def test_pipeline_learns_and_serves_the_offset(tmp_path):
 
     from src.config import compose
     from src.features.engineer import input_columns
-    from src.features.served import FastPipeline
+    from src.features.fast_pipeline import FastPipeline
     from src.train.estimators import feature_names
     from src.train.fit import fit_model, ptx_columns
     from tests.train import tiny

@@ -1,0 +1,110 @@
+"""Why an answer lies outside what the served model was trained on: the `extrapolation` column of every answer.
+
+An unmeasured GPU, an input or GPU spec beyond the training range, a CNN without PTX counts, a runtime or setup no
+training row had: the model still answers (a designer asks about GPUs nobody measured), and says why the answer
+is an extrapolation instead of refusing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .engineer import factorize, lookup
+from .request import OPTIONAL_DEFAULTS
+
+# A request's measurement setup (with `framework_version`, its setting): src.train.protocols.SETTING_COLUMNS but the
+# source, which a request does not name. Held out, rows whose setup no training row had were 1.5-3.6x as far off as
+# rows of a seen setting (xgb, grouped protocols; docs/training.md "Measured results (13df178)"), so an answer for
+# an untrained setup or a named untrained release says so in `extrapolation`.
+SETUP_FIELDS = ("framework", "precision", "mode", "memory_layout", "compile_mode")
+RELEASE_FIELD = "framework_version"
+
+
+def extrapolation_reasons(joined: Mapping[str, Any], meta: dict, ptx_index=None,
+                          unseen: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """Per row, why the answer lies outside what the model was trained on ('' when inside): a GPU nobody measured,
+    a numeric input or GPU spec beyond the training range (e.g. a GPU faster than any measured one), a CNN
+    without PTX counts for a model that uses them (`ptx_index`: its counts were imputed from GMACs), a runtime or
+    precision class no training row had (`unseen`: column -> row mask; answered by the bare physics estimate), a
+    setup or named release no training row had (`training_settings` of the metadata: `setting_reasons`)."""
+    gpu = np.asarray(joined["gpu"], dtype=object)
+    reasons = np.full(len(gpu), "", dtype=object)
+
+    def add(mask: np.ndarray, text: Any) -> None:
+        sel = np.flatnonzero(mask)
+        if sel.size:
+            now = reasons[sel]
+            reasons[sel] = np.where(now == "", text, now + "; " + text)
+
+    trained = set(meta.get("training_gpus") or [])
+    if trained:
+        add(lookup(gpu, lambda g: float(g in trained)) == 0.0, "GPU not in the training data")
+    for col, (lo, hi) in (meta.get("training_ranges") or {}).items():
+        if col not in joined:
+            continue
+        v = np.asarray(joined[col], dtype=float)
+        bad = (v < lo) | (v > hi)
+        if bad.any():
+            uniq, inv = np.unique(v[bad], return_inverse=True)
+            texts = np.array([f"{col} {u:g} outside the training range [{lo:g}, {hi:g}]" for u in uniq], dtype=object)
+            add(bad, texts[inv.ravel()])
+    if ptx_index is not None:
+        keys, sizes = np.asarray(joined["model_key"], dtype=object), np.asarray(joined["img_size"], dtype=float)
+        missing = ~ptx_index.has(keys, sizes)
+        if missing.any():
+            texts = np.array([f"no PTX counts for CNN {k!r} at {int(z)} px: imputed from its GMACs"
+                              for k, z in zip(keys[missing], sizes[missing], strict=True)], dtype=object)
+            add(missing, texts)
+    for col, mask in (unseen or {}).items():
+        values = np.asarray(joined[col], dtype=object)[mask]
+        add(mask, np.array([f"{col} {v!r} has no training rows of its kind: bare physics estimate x median "
+                            "training efficiency" for v in values], dtype=object))
+    setting = setting_reasons(joined, meta.get("training_settings") or [])
+    add(setting != "", setting[setting != ""])
+    return reasons
+
+
+def training_settings(frame: pd.DataFrame) -> list[list[str]]:
+    """The distinct settings (SETUP_FIELDS + framework_version, as text) of the rows a model was trained on, sorted:
+    what the served model carries to flag answers for a setup or release no training row had."""
+    cols = [*SETUP_FIELDS, RELEASE_FIELD]
+    missing = [c for c in cols if c not in frame.columns]
+    if missing:
+        raise KeyError(f"training rows lack the setting column(s) {missing}")
+    return sorted(frame[cols].astype(str).drop_duplicates().values.tolist())
+
+
+def _keys(joined: Mapping[str, Any], cols: tuple[str, ...] | list[str]) -> np.ndarray:
+    out = np.asarray(joined[cols[0]], dtype=object).astype(str)
+    for c in cols[1:]:
+        out = np.char.add(np.char.add(out, "\x1f"), np.asarray(joined[c], dtype=object).astype(str))
+    return np.asarray(out, dtype=object)
+
+
+def setting_reasons(joined: Mapping[str, Any], settings: list[list[str]]) -> np.ndarray:
+    """Per row, '' or why its setting is not one the model was trained on: a setup (framework, precision, mode,
+    layout, runtime) no training row had, or a named framework release no training row ran in that setup (an
+    `unknown` release is not flagged: most requests do not name one)."""
+    if not settings or any(c not in joined for c in (*SETUP_FIELDS, RELEASE_FIELD)):
+        return np.full(len(np.asarray(joined["gpu"])), "", dtype=object)
+    width = len(SETUP_FIELDS)
+    setups = {"\x1f".join(s[:width]) for s in settings}
+    releases: dict[str, list[str]] = {}
+    for s in settings:
+        releases.setdefault("\x1f".join(s[:width]), []).append(s[width])
+    codes, uniq = factorize(_keys(joined, [*SETUP_FIELDS, RELEASE_FIELD]))
+    texts = np.full(len(uniq), "", dtype=object)
+    for k, key in enumerate(uniq.tolist()):
+        *setup, release = key.split("\x1f")
+        joined_setup = "\x1f".join(setup)
+        if joined_setup not in setups:
+            texts[k] = "no training row ran this setup (" + ", ".join(
+                f"{f} {v}" for f, v in zip(SETUP_FIELDS, setup, strict=True)) + ")"
+        elif release != OPTIONAL_DEFAULTS[RELEASE_FIELD] and release not in releases[joined_setup]:
+            texts[k] = (f"framework_version {release!r} has no training rows in this setup (trained: "
+                        f"{sorted(releases[joined_setup])})")
+    return texts[codes]

@@ -1,0 +1,49 @@
+"""Why an answer is an extrapolation: unmeasured GPU, out-of-range input, untrained setup or release."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from src.features.extrapolation import extrapolation_reasons, setting_reasons, training_settings
+
+
+def test_extrapolation_reasons_per_row():
+    meta = {"training_gpus": ["A"], "training_ranges": {"batch_size": [1, 128], "bw": [100.0, 1000.0]}}
+    joined = {"gpu": np.array(["A", "B", "A", "B"], dtype=object), "batch_size": np.array([8, 8, 4096, 4096.0]),
+              "bw": np.array([500.0, 2000.0, 500.0, 500.0])}
+    got = extrapolation_reasons(joined, meta).tolist()
+    assert got == ["", "GPU not in the training data; bw 2000 outside the training range [100, 1000]",
+                   "batch_size 4096 outside the training range [1, 128]",
+                   "GPU not in the training data; batch_size 4096 outside the training range [1, 128]"]
+    joined["compile_mode"] = np.array(["eager", "eager", "tensorrt", "eager"], dtype=object)
+    got = extrapolation_reasons(joined, meta, unseen={"compile_mode": np.array([False, False, True, False])})
+    assert got[2] == ("batch_size 4096 outside the training range [1, 128]; compile_mode 'tensorrt' has no "
+                      "training rows of its kind: bare physics estimate x median training efficiency")
+
+
+def test_setting_reasons_flag_a_setup_or_named_release_no_training_row_had():
+    trained = pd.DataFrame({"framework": ["pytorch", "pytorch", "pytorch", "tensorflow"],
+                            "precision": ["amp_fp16", "amp_fp16", "fp32", "fp32"],
+                            "mode": ["inference", "inference", "training", "inference"],
+                            "memory_layout": ["nchw"] * 4, "compile_mode": ["eager", "eager", "eager", "xla"],
+                            "framework_version": ["2.4.0", "2.9.1", "unknown", "1.15"], "gpu": ["A"] * 4})
+    settings = training_settings(pd.concat([trained, trained]))  # duplicates collapse
+    assert len(settings) == 4 and settings[0] == ["pytorch", "amp_fp16", "inference", "nchw", "eager", "2.4.0"]
+    joined = {"framework": np.array(["pytorch", "pytorch", "pytorch", "pytorch", "tensorflow"], dtype=object),
+              "precision": np.array(["amp_fp16", "amp_fp16", "amp_fp16", "amp_fp16", "fp32"], dtype=object),
+              "mode": np.array(["inference", "inference", "inference", "training", "inference"], dtype=object),
+              "memory_layout": np.array(["nchw"] * 5, dtype=object),
+              "compile_mode": np.array(["eager", "eager", "eager", "eager", "xla"], dtype=object),
+              "framework_version": np.array(["2.9.1", "unknown", "2.11.0", "2.4.0", "1.15"], dtype=object),
+              "gpu": np.array(["A"] * 5, dtype=object)}
+    got = setting_reasons(joined, settings).tolist()
+    assert got == ["", "",  # a trained setting; a trained setup whose release the request does not name
+                   "framework_version '2.11.0' has no training rows in this setup (trained: ['2.4.0', '2.9.1'])",
+                   "no training row ran this setup (framework pytorch, precision amp_fp16, mode training, "
+                   "memory_layout nchw, compile_mode eager)", ""]
+    # and it is one of the reasons of the served answer (a model without the list flags nothing)
+    reasons = extrapolation_reasons(joined, {"training_gpus": ["A"], "training_settings": settings})
+    assert (reasons != "").tolist() == [False, False, True, True, False]
+    assert (extrapolation_reasons(joined, {"training_gpus": ["A"]}) == "").all()
+    with pytest.raises(KeyError, match=r"setting column\(s\) \['framework_version'\]"):
+        training_settings(trained.drop(columns="framework_version"))
