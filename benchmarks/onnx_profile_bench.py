@@ -60,7 +60,7 @@ def onnx_tables(manifest: pd.DataFrame, sizes: dict[str, set[int]], failures: li
 
 def decomposition(tables: dict[tuple[str, int], pd.DataFrame], layers_path: Path) -> pd.DataFrame:
     """Per (CNN, size): ONNX over committed-table ratios of forward MACs, FLOPs and bytes at batch 1 (fp32), kernels."""
-    from src.zoo.layers import sums
+    from src.zoo.layer_pricing import sums
 
     keys = sorted({k for k, _ in tables})
     ref = pd.read_parquet(layers_path, filters=[("model_key", "in", keys), ("pass", "==", "forward")])

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def _run_one(target, batch: int, archs: list[str], cache: str, version: str, nvcc_archs: list[str]) -> dict:
-    from src.zoo.table import run_target
+    from src.zoo.target_runner import run_target
 
     t0 = time.perf_counter()
     done, _static, failure = run_target(target, batch, archs, Path(cache), version, nvcc_archs=nvcc_archs)
@@ -56,7 +56,7 @@ def sample_targets(params: dict, k: int, seed: int) -> tuple[list, int, list[str
     sample."""
     import pandas as pd
 
-    from src.zoo.table import cc_to_arch, select_targets
+    from src.zoo.targets import cc_to_arch, select_targets
 
     targets, keys = select_targets(pd.read_parquet(params["measurements"]), pd.read_parquet(params["gpus"]))
     # per-kernel rows exist for each (CNN, size) compiled at the stage's batch (ptx_counts holds measured batches)
@@ -88,7 +88,7 @@ def run_sample(targets: list, params: dict, archs: list[str], cache: str, worker
 
 def forget_models(cache: Path) -> None:
     """Drop per-model results and static features, keep the kernel (and PrimFunc) cache."""
-    from src.zoo.table import KERNELS_DIR
+    from src.zoo.target_runner import KERNELS_DIR
 
     for path in cache.iterdir():
         if path.name != KERNELS_DIR:

@@ -39,7 +39,7 @@ def arch_number(arch: str) -> int:
 
 
 def cc_arch_number(cc: np.ndarray) -> np.ndarray:
-    """Compute capability 8.6 -> 86, 12.0 -> 120 (as src/zoo/table.py::cc_to_arch)."""
+    """Compute capability 8.6 -> 86, 12.0 -> 120 (as src/zoo/targets.py::cc_to_arch)."""
     cc = np.asarray(cc, dtype=float)
     major = np.floor(cc)
     return (major * 10 + np.round((cc - major) * 10)).astype(int)

@@ -57,8 +57,10 @@ def cmd_static(args: argparse.Namespace) -> int:
 
 
 def cmd_layers(args: argparse.Namespace) -> int:
-    """Per-operator table of one model (src/zoo/layers.py) priced at a batch size and precision, plus sums."""
-    from src.zoo.layers import PASSES, bytes_per_element, layer_table, price, sums
+    """Per-operator table of one model (src/zoo/layers.py) priced at a batch size and precision, plus sums
+    (src/zoo/layer_pricing.py)."""
+    from src.zoo.layer_pricing import bytes_per_element, price, sums
+    from src.zoo.layers import PASSES, layer_table
 
     source = check_source(args.source)
     bytes_per_element(args.precision)  # an unknown precision stops before building anything

@@ -1,7 +1,7 @@
 """DVC stage `layers`: the per-layer table (src/zoo/layers.py) of every measured CNN, a failure table, a summary.
 
 Targets are the (model_key, img_size) pairs of the measured GPU rows of CNNs, with the definition the `ptx` stage
-uses for each model_key (`src.zoo.table.select_targets`: torchvision, then timm, DLInfBench, tf_cnn_benchmarks;
+uses for each model_key (`src.zoo.targets.select_targets`: torchvision, then timm, DLInfBench, tf_cnn_benchmarks;
 docs/zoo.md). Incremental and reproducible without the zoo extra: the committed table and failure list are the
 cache; a pair already in them (same `layers_version`) is never rebuilt, so a fresh clone without torch
 recomputes nothing, and with the extra only missing pairs are built (in worker processes, each model under a
@@ -20,8 +20,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from src.zoo.layers import LAYERS_VERSION, MAC_KINDS, compact
-from src.zoo.table import MISSING_EXTRA, NOT_COMPUTED, Target, computed_failures, select_targets
+from src.zoo.failure_table import MISSING_EXTRA, NOT_COMPUTED, computed_failures
+from src.zoo.layers import LAYERS_VERSION
+from src.zoo.op_rules import CONV_FIELDS, MAC_KINDS
+from src.zoo.targets import Target, select_targets
 
 FAILURE_COLUMNS = ["model_key", "model", "model_source", "img_size", "n_gpus", "zoo_source", "zoo_model", "stage",
                    "error", "reason", "seconds", "layers_version"]
@@ -97,6 +99,43 @@ def build_target(model_key: str, source: str, name: str, img_size: int,
         if use_alarm:
             signal.alarm(0)
             signal.signal(signal.SIGALRM, old)
+
+
+# ---- the committed table's column types ------------------------------------------------------------------------
+# Column types of the committed table (compact parquet: categoricals, float32 quantities, small ints).
+CATEGORICAL = ("model_key", "zoo_source", "zoo_model", "pass", "op", "kind", "out_shape", "layers_version")
+
+
+def _text_category(column: pd.Series) -> pd.Series:
+    """`column.astype("string").astype("category")`, converting each distinct value once (the table's text columns
+    hold a few thousand values over millions of rows)."""
+    codes, uniques = pd.factorize(column)  # -1 where missing
+    text = pd.Series(pd.array(np.asarray(uniques, dtype=object), dtype="string"))
+    categories = pd.Index(text.drop_duplicates().sort_values(), dtype="string")
+    remap = categories.get_indexer(text) if len(text) else np.zeros(0, dtype=np.intp)
+    new_codes = np.where(codes >= 0, remap[np.clip(codes, 0, None)] if len(remap) else -1, -1)
+    return pd.Series(pd.Categorical.from_codes(new_codes, categories=categories), index=column.index,
+                     name=column.name)
+
+
+def compact(df: pd.DataFrame) -> pd.DataFrame:
+    """Categorical strings, float32 quantities and nullable small ints for the committed parquet."""
+    out = df.copy()
+    for c in CATEGORICAL:
+        if c in out.columns:
+            out[c] = _text_category(out[c])
+    for c in out.columns:
+        if c.endswith(("_per_sample", "_fixed")) or c in ("weight_elems", "param_elems_new", "seconds"):
+            out[c] = out[c].astype("float32")
+    for c in CONV_FIELDS:
+        if c in out.columns:
+            out[c] = pd.array(out[c], dtype="Int32")
+    for c, t in (("img_size", "int16"), ("op_index", "int32"), ("batch_lo", "int16"), ("batch_hi", "int16")):
+        if c in out.columns:
+            out[c] = out[c].astype(t)
+    if "launches_kernel" in out.columns:
+        out["launches_kernel"] = out["launches_kernel"].astype(bool)
+    return out
 
 
 # ---- the stage -------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ decomposed from the file alone (the `onnx` package; no torch, no weights read be
 
 What a row holds is what `layers.layer_rows` writes for the `forward` pass (quantities as element counts,
 q = q_fixed + q_per_sample x batch from shape inference at batch 1 and 8), with the same kinds and FLOP rules
-(`layers.FLOP_RULES`). Differences that follow from the graph, not from a choice:
+(`op_rules.FLOP_RULES`). Differences that follow from the graph, not from a choice:
 - Only the forward (inference) pass: an ONNX file is an inference graph (batch norm often folded into the
   convolutions by the exporter, no autograd), so a training step cannot be read from it. Asking for training
   passes raises `UnsupportedModelError`.
@@ -345,7 +345,8 @@ def _trainable_initializers(model: Any) -> dict[str, int]:
 
 def onnx_layer_rows(model: Any, img_size: int, where: str = "ONNX graph") -> list[dict[str, Any]]:
     """Rows of the forward pass (the layer table's columns, `op` = ONNX op type) of an ONNX model at `img_size`."""
-    from src.zoo.layers import CONV_FIELDS, LINEAR_FIELDS
+    from src.zoo.layers import LINEAR_FIELDS
+    from src.zoo.op_rules import CONV_FIELDS
 
     for node in model.graph.node:
         if node.op_type in _CONTROL_FLOW:

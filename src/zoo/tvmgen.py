@@ -409,7 +409,7 @@ def compile_cuda(built: Built, batch: int = 1, target_arch: str = TVM_TARGET_ARC
     Each PrimFunc gets dlight's default GPU schedules alone; a rule that cannot handle a function is left out for
     that function only (`schedule_and_lower`, src/zoo/schedule.py), and `non_kernel_calls` says how many functions
     went without which rule (`funcs_scheduled_without_<rule>`). Results of the earlier module-wide fallback carry
-    `schedule_without_<rules>` instead (table.module_fallback).
+    `schedule_without_<rules>` instead (plausibility.module_fallback).
 
     With `func_cache`, PrimFuncs scheduled and lowered for an earlier CNN (same structure) are taken from it
     (src/zoo/func_cache.py): the CUDA C is then assembled from per-PrimFunc kernels, whose parameter names are

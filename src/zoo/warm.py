@@ -5,7 +5,7 @@ hours on 2 cores, so the work is done beforehand by `python -m src.zoo warm --ba
 per core), each computing its share of the targets into the cache; the stage then assembles the tables from the
 cache in minutes. Targets are those whose measured GPU rows a result at batch B would price: at the stage's
 batch, every (CNN, size) without rows in the committed tables; at an extra batch (`ptx.extra_batches`), every
-(CNN, size) with batch-1 rows some of whose measured batches take B (`table.batches_needed`). They run in order
+(CNN, size) with batch-1 rows some of whose measured batches take B (`targets.batches_needed`). They run in order
 of measured rows gained per GMAC at their input size, so a time budget buys as many rows as it can.
 """
 
@@ -20,18 +20,10 @@ from typing import Any
 
 import pandas as pd
 
-from src.zoo.table import (
-    MISSING_EXTRA,
-    OUTDATED_BATCH_FAILURES,
-    Target,
-    _Runner,
-    batches_needed,
-    cc_to_arch,
-    compiled_batch_for,
-    computed_failures,
-    recomputing_pairs,
-    select_targets,
-)
+from src.zoo.failure_table import MISSING_EXTRA, OUTDATED_BATCH_FAILURES, computed_failures
+from src.zoo.plausibility import recomputing_pairs
+from src.zoo.target_runner import TargetRunner
+from src.zoo.targets import Target, batches_needed, cc_to_arch, compiled_batch_for, select_targets
 
 
 def rows_gained(keys: pd.DataFrame, meas: pd.DataFrame, target: Target, batch: int, compiled: list[int]) -> int:
@@ -133,7 +125,7 @@ def warm(measurements: Path, gpus_path: Path, cache: Path, counts: Path, kernels
     if limit is not None:
         todo = todo[:limit]
     archs = sorted({cc_to_arch(float(c)) for c in keys["compute_capability"].unique()})
-    runner = _Runner(model_timeout_s)
+    runner = TargetRunner(model_timeout_s)
     started = time.perf_counter()
     done_rows, seconds, failures, skipped = 0, [], [], 0
     missing_extra = None

@@ -1,6 +1,7 @@
-"""Per-layer tables (src/zoo/layers.py): sums against hand-computed figures, batch linearity, conv geometry, the
-backward conv rule (groups respected), Keras on the meta device, the `layers` stage's reuse of committed rows and
-the CLI. CI has CPU torch + Keras only: torchvision/timm checks skip with the reason."""
+"""Per-layer tables (src/zoo/layers.py): every pass recorded on the meta device, batch linearity, a tiny CNN's
+sums by hand, Keras on the meta device, the `layers` stage's reuse of committed rows and the CLI. The operator
+rules are tested in test_op_rules.py, pricing in test_layer_pricing.py. CI has CPU torch + Keras only:
+torchvision/timm checks skip with the reason."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ import pandas as pd
 import pytest
 
 torch = pytest.importorskip("torch", reason="per-layer tables record torch operators (zoo / zoo-ci extra)")
-from torch import nn  # noqa: E402
 
 from src.zoo import layers as L  # noqa: E402
 from src.zoo import layers_stage as S  # noqa: E402
+from src.zoo.layer_pricing import price, sums  # noqa: E402
 from src.zoo.names import ModelSpec  # noqa: E402
 from src.zoo.resolve import Built, MissingFrameworkError  # noqa: E402
+from tests.zoo.meta_net import forward_rows, net_built, net_layer_table  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 HAS_KERAS = importlib.util.find_spec("keras") is not None
@@ -28,54 +30,9 @@ HAS_TV = importlib.util.find_spec("torchvision") is not None
 HAS_TIMM = importlib.util.find_spec("timm") is not None
 
 
-class Net(nn.Module):
-    """conv3x3 3->8 (no bias) + BN + ReLU; grouped conv3x3 8->16 g=2 stride 2 (+bias); depthwise 3x3 (16, bias)
-    + ReLU with a residual add; maxpool 2; pointwise 1x1 16->32 (no bias); global avg pool; linear 32->10."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, padding=1, bias=False)
-        self.bn = nn.BatchNorm2d(8)
-        self.gconv = nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2)
-        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16)
-        self.pool = nn.MaxPool2d(2)
-        self.pw = nn.Conv2d(16, 32, 1, bias=False)
-        self.fc = nn.Linear(32, 10)
-
-    def forward(self, x):
-        x = torch.relu(self.bn(self.conv(x)))
-        x = self.gconv(x)
-        x = x + torch.relu(self.dw(x))
-        x = self.pw(self.pool(x))
-        return self.fc(torch.flatten(x.mean((2, 3)), 1))
-
-
-H = 32  # input size
-# hand-computed, per image: output elements x (C_in / groups) x kernel area
-MACS = {
-    "conv": 8 * H * H * 3 * 9,                       # 32x32x8 outputs, 3 inputs x 3x3
-    "grouped_conv": 16 * 16 * 16 * (8 // 2) * 9,     # 16x16x16 outputs, 4 inputs per group x 3x3
-    "depthwise_conv": 16 * 16 * 16 * 1 * 9,          # one input channel per output
-    "pointwise": 32 * 8 * 8 * 16,                    # 1x1 after the 2x2 pool
-    "fc": 32 * 10,
-}
-PARAMS = 3 * 8 * 9 + (8 + 8) + (16 * 4 * 9 + 16) + (16 * 9 + 16) + 16 * 32 + (32 * 10 + 10)
-
-
-def net_built(size: int = H) -> Built:
-    with torch.device("meta"):
-        module = Net().eval()
-    return Built(ModelSpec("torch", "net", size), size, "torch", (1, 3, size, size), module=module)
-
-
 @pytest.fixture(scope="module")
 def net_table() -> pd.DataFrame:
-    return L.layer_table("torch", "net", built=net_built())
-
-
-def _fwd(df: pd.DataFrame, kind: str | None = None) -> pd.DataFrame:
-    f = df.loc[df["pass"] == "forward"]
-    return f if kind is None else f.loc[f["kind"] == kind]
+    return net_layer_table()
 
 
 def test_parameters_are_on_meta_and_the_table_has_every_pass(net_table):
@@ -84,108 +41,22 @@ def test_parameters_are_on_meta_and_the_table_has_every_pass(net_table):
     assert net_table.attrs["batches"] == {"forward": (1, 8), "train_forward,backward": (2, 8)}
 
 
-def test_forward_macs_params_and_kinds_by_hand(net_table):
-    s = L.sums(net_table, batch=1)["forward"]
-    assert s["macs"] == sum(MACS.values())
-    assert s["params_used"] == PARAMS
-    assert L.sums(net_table, batch=5)["forward"]["macs"] == 5 * sum(MACS.values())
-    f = _fwd(net_table)
-    kinds = f.loc[f["launches_kernel"], "kind"].value_counts().to_dict()
-    assert kinds["conv"] == 2 and kinds["grouped_conv"] == 1 and kinds["depthwise_conv"] == 1
-    assert kinds["matmul"] == 1 and kinds["norm"] == 1 and kinds["pool"] == 1 and kinds["add"] == 1
-    assert kinds["activation"] == 2 and kinds["reduction"] == 1
-    by_kind = f.groupby("kind")["macs_per_sample"].sum()
-    assert by_kind["grouped_conv"] == MACS["grouped_conv"]
-    assert by_kind["depthwise_conv"] == MACS["depthwise_conv"]
-    assert by_kind["conv"] == MACS["conv"] + MACS["pointwise"]
-    assert by_kind["matmul"] == MACS["fc"]
-    # activations in the static features' sense: outputs of conv/matmul ops
-    assert s["activations"] == 8 * H * H + 2 * 16 * 16 * 16 + 32 * 8 * 8 + 10
-
-
-def test_conv_geometry_and_elements(net_table):
-    f = _fwd(net_table)
-    g = f.loc[f["kind"] == "grouped_conv"].iloc[0]
-    assert (g.c_in, g.c_out, g.kernel_r, g.kernel_s, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h,
-            g.groups, g.in_h, g.in_w) == (8, 16, 3, 3, 2, 2, 1, 1, 1, 2, 32, 32)
-    assert g.out_shape == "1x16x16x16"
-    c = f.loc[f["kind"] == "conv"].iloc[0]
-    assert c.in_elems_per_sample == 3 * H * H and c.in_elems_fixed == 0
-    assert c.weight_elems == 8 * 3 * 9
-    assert c.out_elems_per_sample == 8 * H * H and c.out_elems_fixed == 0
-    assert c.flops_per_sample == 2 * MACS["conv"]
-    assert g.weight_elems == 16 * 4 * 9 + 16  # weight + bias
-    d = f.loc[f["kind"] == "depthwise_conv"].iloc[0]
-    assert (d.c_in, d.c_out, d.groups) == (16, 16, 16)
-    bn = f.loc[f["kind"] == "norm"].iloc[0]
-    assert bn.weight_elems == 4 * 8  # weight, bias, running mean and variance (eval)
-    lin = f.loc[f["kind"] == "matmul"].iloc[0]
-    assert lin.op == "addmm.default" and lin.weight_elems == 32 * 10 + 10
-
-
-def test_views_launch_no_kernel_and_move_nothing(net_table):
-    views = net_table.loc[~net_table["launches_kernel"]]
-    assert len(views) > 0 and set(views["kind"]) <= {"view", "alloc"}
-    assert (views[["in_elems_per_sample", "out_elems_per_sample", "weight_elems", "flops_per_sample"]] == 0).all().all()
-    assert {"view.default", "t.default"} <= set(views["op"])
-    assert not net_table.loc[net_table["op"] == "convolution.default", "launches_kernel"].eq(False).any()
-
-
 def test_intercept_plus_slope_reproduces_a_third_batch_size():
     """Rows fitted from batches 1 and 8 price batch 3 exactly as a recording at batch 3 measures it."""
     built = net_built()
     table = L.layer_table("torch", "net", built=built, passes=("forward",))
     direct = L.record_passes(built, 3, ("forward",))["forward"]
-    priced = L.price(table, 3)
+    priced = price(table, 3)
     assert len(direct) == len(priced)
     for rec, (_, row) in zip(direct, priced.iterrows(), strict=True):
         assert rec.op == row["op"]
         assert rec.macs == row["macs"] and rec.flops == row["flops"]
         assert rec.in_elems * 4 == row["bytes_read_inputs"] and rec.out_elems * 4 == row["bytes_written"]
     # bytes are element counts times the precision's element size
-    half = L.price(table, 3, "fp16")
+    half = price(table, 3, "fp16")
     assert half["bytes_written"].sum() * 2 == priced["bytes_written"].sum()
     with pytest.raises(ValueError, match="unknown precision"):
-        L.price(table, 1, "fp12")
-
-
-def test_backward_conv_respects_groups(net_table):
-    """convolution_backward costs 2x the forward MACs per gradient, for grouped/depthwise convs too (torch's
-    flop_counter formula ignores groups and over-counts a depthwise backward by the channel count)."""
-    b = net_table.loc[net_table["pass"] == "backward"]
-    conv_bwd = b.loc[b["op"] == "convolution_backward.default"]
-    by_kind = conv_bwd.groupby("kind")["macs_per_sample"].sum()
-    assert by_kind["depthwise_conv"] == 2 * MACS["depthwise_conv"]      # input and weight gradients
-    assert by_kind["grouped_conv"] == 2 * MACS["grouped_conv"]
-    # the first conv's input needs no gradient: weight gradient only
-    assert by_kind["conv"] == MACS["conv"] + 2 * MACS["pointwise"]
-    # weight gradients are written once per step, whatever the batch: they sit in the intercept
-    first = conv_bwd.loc[conv_bwd["c_in"] == 3].iloc[0]
-    assert first.out_elems_fixed == 8 * 3 * 9 and first.out_elems_per_sample == 0
-    tr = L.sums(net_table, batch=4)
-    assert tr["backward"]["macs"] + tr["train_forward"]["macs"] == pytest.approx(
-        4 * (3 * sum(MACS.values()) - MACS["conv"]))
-
-
-def test_forward_flops_agree_with_torch_flop_counter():
-    """Conv and matmul FLOPs of the forward pass = torch.utils.flop_counter's (real CPU tensors)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    module = Net().eval()
-    with FlopCounterMode(display=False) as fc, torch.no_grad():
-        module(torch.randn(2, 3, H, H))
-    table = L.layer_table("torch", "net", built=net_built(), passes=("forward",))
-    mac = table.loc[table["kind"].isin(L.MAC_KINDS)]
-    assert L.price(mac, 2)["flops"].sum() - 2 * 10 == fc.get_total_flops()  # addmm's bias adds: ours only
-
-
-def test_train_forward_uses_batch_statistics(net_table):
-    tf = net_table.loc[(net_table["pass"] == "train_forward") & (net_table["kind"] == "norm")]
-    assert len(tf) == 1
-    assert tf.iloc[0]["flops_per_sample"] == 7 * 8 * H * H  # batch statistics (eval: 2 per element)
-    assert _fwd(net_table, "norm").iloc[0]["flops_per_sample"] == 2 * 8 * H * H
-    # running statistics are updated in place: batch-independent writes
-    assert tf.iloc[0]["out_elems_fixed"] > 0
+        price(table, 1, "fp12")
 
 
 def test_tinynets_tiny_cnn_by_hand():
@@ -195,27 +66,10 @@ def test_tinynets_tiny_cnn_by_hand():
     with torch.device("meta"):
         module = tiny_cnn().eval()
     built = Built(ModelSpec("torch", "tiny_cnn", 32), 32, "torch", (1, 3, 32, 32), module=module)
-    s = L.sums(L.layer_table("torch", "tiny_cnn", built=built), batch=1)
+    s = sums(L.layer_table("torch", "tiny_cnn", built=built), batch=1)
     assert s["forward"]["macs"] == 32 * 32 * 8 * 27 + 16 * 16 * 16 * 72 + 16 * 10
     assert s["forward"]["params_used"] == 8 * 27 + 16 + 16 * 72 + 32 + 170
     assert s["forward"]["kernels"] == 2 + 2 + 2 + 1 + 1  # conv, bn, relu x2; pool; addmm
-
-
-def test_conv_rows_match_the_single_layer_cost_model(net_table):
-    """FLOPs and bytes of forward conv rows = src/ingest/layers.py's conv_cost (the layer table's formula)."""
-    from src.ingest.layers import conv_cost
-
-    conv = L.price(_fwd(net_table).loc[lambda d: d["c_in"].notna()], 4)
-    rows = pd.DataFrame({
-        "n": 4, "c": conv["c_in"], "h": conv["in_h"], "w": conv["in_w"], "k": conv["c_out"], "r": conv["kernel_r"],
-        "s": conv["kernel_s"], "stride_h": conv["stride_h"], "stride_w": conv["stride_w"], "pad_h": conv["pad_h"],
-        "pad_w": conv["pad_w"], "pad_h_end": conv["pad_h"], "pad_w_end": conv["pad_w"],
-        "dilation_h": conv["dilation_h"], "dilation_w": conv["dilation_w"], "groups": conv["groups"],
-        "precision": "fp32"}).astype({c: "int64" for c in ("c", "h", "w", "k", "r", "s", "groups")})
-    ref = conv_cost(rows)
-    assert list(ref["flops"]) == list(conv["flops"])
-    assert list(ref["bytes_in"]) == list(conv["bytes_read_inputs"])
-    assert list(ref["bytes_out"]) == list(conv["bytes_written"])
 
 
 @pytest.mark.skipif(not HAS_KERAS, reason="Keras is not installed (zoo / zoo-ci extra)")
@@ -226,12 +80,12 @@ def test_keras_mobilenet_on_meta_matches_the_static_analyzer():
 
     df = L.layer_table("keras", "MobileNet", 64)
     assert df.attrs["framework"] == "keras-torch" and df.attrs["build"] == "meta"
-    s = L.sums(df, batch=1)
+    s = sums(df, batch=1)
     ref = static_features(build("keras", "MobileNet", 64))  # CPU forward, Keras' own parameter count
     assert s["forward"]["macs"] == ref["macs"]
     assert s["forward"]["params_used"] == ref["trainable_params"]
     assert s["forward"]["activations"] == ref["activations"]
-    f = _fwd(df)
+    f = forward_rows(df)
     assert (f["kind"] == "depthwise_conv").sum() == 13
     b = df.loc[df["pass"] == "backward"]
     # conv1, 13 pointwise, the 1x1 classifier conv and 13 depthwise convs
@@ -268,7 +122,7 @@ def _committed_rows(model_key: str, size: int) -> pd.DataFrame:
     df = L.layer_table("torch", "net", built=net_built(size))
     df.insert(0, "model_key", model_key)
     df["build"], df["seconds"], df["layers_version"] = "meta", 0.5, L.LAYERS_VERSION
-    return L.compact(df)
+    return S.compact(df)
 
 
 def test_stage_reuses_committed_rows_and_failures_without_building(tmp_path, monkeypatch):
@@ -401,7 +255,7 @@ def test_cli_json_of_a_keras_model():
 # ---- torchvision / timm (zoo extra): skipped in CI, which has neither ---------------------------------------
 @pytest.mark.skipif(not HAS_TV, reason="torchvision is not installed (zoo extra; CI has CPU torch only)")
 def test_torchvision_resnet18_sums():
-    s = L.sums(L.layer_table("torchvision", "resnet18", 224), batch=1)
+    s = sums(L.layer_table("torchvision", "resnet18", 224), batch=1)
     assert round(s["forward"]["gmacs"], 2) == 1.81  # torchvision's documented 1.81 GFLOPS (multiply-adds)
     assert s["forward"]["params_used"] == 11_689_512
     assert s["forward"]["kernels"] == 20 + 20 + 17 + 8 + 1 + 1 + 1  # conv, bn, relu, add, maxpool, mean, addmm
@@ -410,7 +264,7 @@ def test_torchvision_resnet18_sums():
 @pytest.mark.skipif(not HAS_TIMM, reason="timm is not installed (zoo extra; CI has CPU torch only)")
 def test_timm_depthwise_training_step_is_about_three_forwards():
     """efficientnet_b0: 0.39 GMACs (timm: 0.4); a training step ~3x the forward MACs (flop_counter: ~14x)."""
-    s = L.sums(L.layer_table("timm", "efficientnet_b0", 224), batch=1)
+    s = sums(L.layer_table("timm", "efficientnet_b0", 224), batch=1)
     assert round(s["forward"]["gmacs"], 2) == 0.39
     assert s["forward"]["params_used"] == 5_288_548
     ratio = (s["train_forward"]["macs"] + s["backward"]["macs"]) / s["forward"]["macs"]
@@ -420,7 +274,7 @@ def test_timm_depthwise_training_step_is_about_three_forwards():
 @pytest.mark.skipif(not HAS_TIMM, reason="timm is not installed (zoo extra; CI has CPU torch only)")
 def test_timm_deprecated_ig_resnext_names_build_their_own_width():
     """timm 1.0.31 maps ig_resnext101_32x48d to resnext101_32x8d; the resolver builds the 828 M-parameter net."""
-    s = L.sums(L.layer_table("timm", "ig_resnext101_32x48d", 224, passes=("forward",)), batch=1)["forward"]
+    s = sums(L.layer_table("timm", "ig_resnext101_32x48d", 224, passes=("forward",)), batch=1)["forward"]
     assert round(s["params_used"] / 1e6, 2) == 828.41  # timm's table: 828.41 M, 153.57 GMACs
     assert 153 < s["gmacs"] < 154
 

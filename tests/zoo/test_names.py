@@ -15,7 +15,7 @@ from src.zoo.names import (
     spec_for_measured,
     torchvision_name,
 )
-from src.zoo.table import cc_to_arch
+from src.zoo.targets import cc_to_arch
 from src.zoo.tvmgen import Launch, PtxGenerationError, arch_number, kernel_geometry, launch_list, ptx_arch_for
 
 

@@ -12,6 +12,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 from src.config import REPO_ROOT  # noqa: E402
 from src.zoo import layers as L  # noqa: E402
+from src.zoo.layer_pricing import price, sums  # noqa: E402
 from src.zoo.onnx_layers import OnnxGraphError, onnx_layer_rows  # noqa: E402
 from src.zoo.resolve import Built, ModelSpec, UnsupportedModelError, build_onnx  # noqa: E402
 
@@ -77,7 +78,7 @@ def test_rows_by_hand(exported):
     assert fc["flops_per_sample"] == pytest.approx(2 * 24 * 10 + 10) and fc["weight_elems"] == 24 * 10 + 10
     assert run.iloc[6]["flops_per_sample"] == pytest.approx(8 * 8 * 24 * 4)  # max pool: window x outputs
     # a third batch size: intercept + slope reproduce shape inference at batch 5
-    s1, s5 = L.sums(df, batch=1), L.sums(df, batch=5)
+    s1, s5 = sums(df, batch=1), sums(df, batch=5)
     assert s5["forward"]["macs"] == pytest.approx(5 * s1["forward"]["macs"])
     assert s5["forward"]["bytes_read_weights"] == s1["forward"]["bytes_read_weights"]
     assert s1["forward"]["params_used"] == (16 * 27 + 16) + (16 * 9 + 16) + (24 * 16 + 24) + (24 * 10 + 10)
@@ -93,7 +94,7 @@ def test_agrees_with_the_meta_recorder_on_the_same_cnn(exported):
     with torch.device("meta"):
         ref = L.layer_table("torchvision", "tiny", passes=("forward",), built=built)
     got = L.layer_table("onnx", str(path))
-    r, g = L.sums(ref, batch=4)["forward"], L.sums(got, batch=4)["forward"]
+    r, g = sums(ref, batch=4)["forward"], sums(got, batch=4)["forward"]
     assert g["macs"] == pytest.approx(r["macs"]) and g["activations"] == pytest.approx(r["activations"])
     bn = int(((ref["kind"] == "norm") & ref["launches_kernel"]).sum())
     assert bn == 2 and g["kernels"] == r["kernels"] - bn
@@ -102,7 +103,7 @@ def test_agrees_with_the_meta_recorder_on_the_same_cnn(exported):
     assert (got.loc[got["kind"].isin(is_conv), convs].astype(int).to_numpy().tolist()
             == ref.loc[ref["kind"].isin(is_conv), convs].astype(int).to_numpy().tolist())
     # bytes differ only by what BN read and wrote (the folded graph reads no BN input and writes no BN output)
-    bn_bytes = L.price(ref.loc[ref["kind"] == "norm"], 4)["bytes"].sum()
+    bn_bytes = price(ref.loc[ref["kind"] == "norm"], 4)["bytes"].sum()
     assert g["bytes"] == pytest.approx(r["bytes"] - bn_bytes, rel=0.02)
 
 
@@ -136,7 +137,7 @@ def test_exporter_spellings_priced_as_the_kernels_torch_runs(tmp_path):
     built = Built(ModelSpec("torchvision", "spellings", 8), 8, "torch", (1, 3, 8, 8), module=model.to("meta"))
     with torch.device("meta"):
         ref = L.layer_table("torchvision", "spellings", passes=("forward",), built=built)
-    r, g = L.sums(ref, batch=2)["forward"], L.sums(got, batch=2)["forward"]
+    r, g = sums(ref, batch=2)["forward"], sums(got, batch=2)["forward"]
     run = got.loc[got["launches_kernel"]]
     kinds = ["conv", "norm", "activation", "conv", "activation", "elementwise", "reduction", "matmul", "activation",
              "matmul"]
@@ -201,7 +202,7 @@ def test_input_size_override_and_static_subgraphs(tmp_path):
     mm = df.loc[df["op"] == "MatMul"].iloc[0]
     assert mm["weight_elems"] == 12 and mm["macs_per_sample"] == 12 and mm["in_elems_per_sample"] == 3
     assert df.loc[df["op"] == "GlobalAveragePool", "flops_per_sample"].iloc[0] == 3 * 64 * 64
-    assert L.sums(df)["forward"]["params_used"] == 12
+    assert sums(df)["forward"]["params_used"] == 12
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -6,6 +6,7 @@ import pytest
 onnx = pytest.importorskip("onnx", reason="onnx is not installed (zoo / zoo-ci extra)")
 
 from src.zoo import layers as L  # noqa: E402
+from src.zoo.layer_pricing import sums  # noqa: E402
 from src.zoo.onnx_shapes import infer_shapes_at  # noqa: E402
 from src.zoo.resolve import Built, ModelSpec  # noqa: E402
 
@@ -41,7 +42,7 @@ def test_run_time_shape_arithmetic_is_folded(tmp_path):
     built = Built(ModelSpec("torchvision", "shuffle", 16), 16, "torch", (1, 3, 16, 16), module=model.to("meta"))
     with torch.device("meta"):
         ref = L.layer_table("torchvision", "shuffle", passes=("forward",), built=built)
-    r, g = L.sums(ref, batch=3)["forward"], L.sums(got, batch=3)["forward"]
+    r, g = sums(ref, batch=3)["forward"], sums(got, batch=3)["forward"]
     assert g["macs"] == pytest.approx(r["macs"]) and g["activations"] == pytest.approx(r["activations"])
     assert g["kernels"] == r["kernels"] == 3  # two convs and the shuffle's copy (Transpose / contiguous)
     shuffle = got.loc[got["op"] == "Transpose"].iloc[0]

@@ -1,4 +1,5 @@
-"""Stage logic on hand-made inputs: target selection, definition precedence, rows per (batch, cc)."""
+"""Stage logic on hand-made inputs (src/zoo/table.py): rows per (batch, cc), committed rows reused or recomputed,
+extra batches and implausible results."""
 
 from __future__ import annotations
 
@@ -7,35 +8,9 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from src.zoo.table import Target, batches_needed, compiled_batch_for, count_rows, select_targets
-
-
-def _meas() -> pd.DataFrame:
-    return pd.DataFrame({
-        "model": ["resnet50", "resnet50", "resnet50.a1_in1k", "vit_base", "inception-bn", "resnet50"],
-        "model_key": ["resnet50", "resnet50", "resnet50", "vit_base", "inception_bn", "resnet50"],
-        "model_source": ["tf_cnn_benchmarks", "torchvision", "timm", "timm", "dlinfbench", "timm"],
-        "img_size": [224, 224, 224, 224, 224, 288],
-        "batch_size": [64, 32, 256, 256, 1, 256],
-        "gpu": ["A", "B", "C", "C", "A", "cpu:x"],
-        "is_cpu": [False, False, False, False, False, True],
-        "is_cnn": [True, True, True, False, True, True],
-        "gmacs": [4.1, 4.1, 4.1, 17.0, 2.0, 6.8],
-    })
-
-
-def _gpus() -> pd.DataFrame:
-    return pd.DataFrame({"gpu": ["A", "B", "C"], "compute_capability": [7.0, 8.6, 12.0]})
-
-
-def test_select_targets_precedence_and_filters():
-    targets, keys = select_targets(_meas(), _gpus())
-    by_key = {(t.model_key, t.img_size): t for t in targets}
-    assert set(by_key) == {("resnet50", 224), ("inception_bn", 224)}  # no ViT, no CPU row
-    assert by_key[("resnet50", 224)].spec.source == "torchvision"  # torchvision wins over timm / TF
-    assert by_key[("resnet50", 224)].n_gpus == 3
-    assert by_key[("inception_bn", 224)].spec.name == "googlenet"
-    assert len(keys) == 4
+from src.zoo.table import count_rows
+from src.zoo.targets import Target, batches_needed, compiled_batch_for
+from tests.zoo.test_targets import _gpus, _meas
 
 
 def _result(nvcc: dict[str, str]) -> dict:
@@ -195,7 +170,8 @@ def _measured_at_64_too(tmp_path) -> pd.DataFrame:
 
 @pytest.mark.parametrize("notes, used", [({}, True), ({"schedule_without_matmul": 1}, False)])
 def test_an_extra_batch_scheduled_with_a_module_wide_fallback_is_not_used(tmp_path, monkeypatch, notes, used):
-    from src.zoo import table
+    from src.zoo.plausibility import module_fallback
+    from src.zoo.target_runner import TargetRunner
 
     k = _measured_at_64_too(tmp_path)
     asked = []
@@ -204,9 +180,9 @@ def test_an_extra_batch_scheduled_with_a_module_wide_fallback_is_not_used(tmp_pa
         asked.append(batch)
         return _result_from_rows(k, batch, notes), {}, None
 
-    monkeypatch.setattr(table._Runner, "run", run)
+    monkeypatch.setattr(TargetRunner, "run", run)
     s = _run(tmp_path, extra_batches=[32])
-    assert asked == [32] and table.module_fallback(_result_from_rows(k, 32, notes)) == ("" if used else "matmul")
+    assert asked == [32] and module_fallback(_result_from_rows(k, 32, notes)) == ("" if used else "matmul")
     counts = pd.read_parquet(tmp_path / "c.parquet").set_index("batch_size")
     assert counts.loc[64, "count_method"] == ("proportional_b32" if used else "proportional_b1")
     assert sorted(set(pd.read_parquet(tmp_path / "k.parquet")["batch_size"])) == ([1, 32] if used else [1])
@@ -216,7 +192,8 @@ def test_an_extra_batch_scheduled_with_a_module_wide_fallback_is_not_used(tmp_pa
 def test_unused_extra_batches_are_written_and_not_retried_by_the_next_run(tmp_path, monkeypatch):
     import json
 
-    from src.zoo import table
+    from src.zoo.table import write_stage_reports
+    from src.zoo.target_runner import TargetRunner
 
     _measured_at_64_too(tmp_path)
     calls = []
@@ -226,9 +203,9 @@ def test_unused_extra_batches_are_written_and_not_retried_by_the_next_run(tmp_pa
         return None, {}, {"stage": "schedule", "error": "PtxGenerationError", "reason": "schedule: FloorDiv",
                           "seconds": 1.0}
 
-    monkeypatch.setattr(table._Runner, "run", schedule_error)
+    monkeypatch.setattr(TargetRunner, "run", schedule_error)
     fails, metric = tmp_path / "bf.csv", tmp_path / "summary.json"
-    table.write_stage_reports(_run(tmp_path, extra_batches=[32]), fails, metric)
+    write_stage_reports(_run(tmp_path, extra_batches=[32]), fails, metric)
     written = pd.read_csv(fails)
     assert written[["model_key", "img_size", "batch_size", "stage"]].values.tolist() == [
         ["inception_v3", 299, 32, "schedule"]]
@@ -247,7 +224,8 @@ def test_unused_extra_batches_are_written_and_not_retried_by_the_next_run(tmp_pa
 def test_entries_of_the_module_wide_fallback_are_retried_where_the_zoo_can_compile(tmp_path, monkeypatch, zoo_extra):
     """A `schedule_fallback` entry came from the scheduling policy before functions were scheduled alone: the next
     run computes that batch again when it can, and keeps the entry when this environment lacks the zoo extra."""
-    from src.zoo import table
+    from src.zoo.failure_table import MISSING_EXTRA
+    from src.zoo.target_runner import TargetRunner
 
     k = _measured_at_64_too(tmp_path)
     fails = tmp_path / "bf.csv"
@@ -259,11 +237,11 @@ def test_entries_of_the_module_wide_fallback_are_retried_where_the_zoo_can_compi
     def run(self, target, batch, *args, **kw):
         calls.append(batch)
         if not zoo_extra:
-            return None, None, {"stage": table.MISSING_EXTRA, "error": "MissingFrameworkError", "reason": "no timm",
+            return None, None, {"stage": MISSING_EXTRA, "error": "MissingFrameworkError", "reason": "no timm",
                                 "seconds": 0.0}
         return _result_from_rows(k, batch, {"funcs_scheduled_without_matmul": 1}), {}, None
 
-    monkeypatch.setattr(table._Runner, "run", run)
+    monkeypatch.setattr(TargetRunner, "run", run)
     s = _run(tmp_path, extra_batches=[32], prev_batch_failures=fails)
     assert calls == [32]
     assert [f["stage"] for f in s["extra_batch_failures"]] == ([] if zoo_extra else ["schedule_fallback"])
@@ -274,43 +252,11 @@ def test_entries_of_the_module_wide_fallback_are_retried_where_the_zoo_can_compi
     assert calls == [32]
 
 
-def test_a_cached_result_of_the_module_wide_fallback_is_recomputed(tmp_path, monkeypatch):
-    """run_target: a cached result scheduled under the module-wide fallback is computed again (functions alone);
-    kept where this environment cannot build the model."""
-    import json
-
-    from src.zoo import pipeline, table
-    from src.zoo.names import ModelSpec
-    from src.zoo.resolve import MissingFrameworkError
-
-    target = table.Target("inception_v3", "inception_v3", "torchvision", 299, 1,
-                          ModelSpec("torchvision", "inception_v3", 299))
-    work = tmp_path / f"{target.slug}__b32"
-    work.mkdir(parents=True)
-    old = {"zoo_version": "2", "by_arch": {"sm_75": {"ptx_arch": "sm_75"}},
-           "non_kernel_calls": {"schedule_without_matmul": 1}, "seconds": 1.0}
-    (work / "result.json").write_text(json.dumps(old))
-    (tmp_path / f"{target.slug}__static.json").write_text("{}")
-    built = []
-
-    def no_zoo(*a, **kw):
-        raise MissingFrameworkError("no torchvision here")
-
-    monkeypatch.setattr("src.zoo.resolve.build", no_zoo)
-    res, _static, fail = table.run_target(target, 32, ["sm_75"], tmp_path, "2")
-    assert fail is None and res["non_kernel_calls"] == {"schedule_without_matmul": 1}
-
-    monkeypatch.setattr("src.zoo.resolve.build", lambda *a, **kw: built.append(a) or object())
-    monkeypatch.setattr(pipeline, "ptx_features", lambda *a, **kw: {**old, "non_kernel_calls": {}})
-    res, _static, fail = table.run_target(target, 32, ["sm_75"], tmp_path, "2")
-    assert fail is None and res["non_kernel_calls"] == {} and len(built) == 1
-
-
 @pytest.mark.parametrize("which", ["extra_batch", "stage_batch"])
 def test_a_result_that_recomputes_the_cnn_is_not_used_and_says_why(tmp_path, monkeypatch, which):
     """dm_nfnet at batch 1: a schedule that recomputes the squeeze-excite convolution per output element counts
     ~100x the CNN's multiply-accumulates. Such a result prices no row; the failure names FMA/MAC and kernel."""
-    from src.zoo import table
+    from src.zoo.target_runner import TargetRunner
 
     k = _measured_at_64_too(tmp_path)
     b1 = k.loc[k["nvcc_arch"] == "sm_75"]
@@ -325,7 +271,7 @@ def test_a_result_that_recomputes_the_cnn_is_not_used_and_says_why(tmp_path, mon
     def run(self, target, batch, *args, **kw):
         return _result_from_rows(heavy, batch, {}), {}, None
 
-    monkeypatch.setattr(table._Runner, "run", run)
+    monkeypatch.setattr(TargetRunner, "run", run)
     s = _run(tmp_path, extra_batches=[32])
     fails = pd.read_csv(tmp_path / "f.csv")
     if which == "extra_batch":
@@ -346,7 +292,9 @@ def test_a_result_that_recomputes_the_cnn_is_not_used_and_says_why(tmp_path, mon
 def test_a_target_not_compiled_is_named_and_retried_by_the_next_run(tmp_path):
     """Offline, a CNN without committed counts gets a failure-table row saying why it has none (stage
     not_computed); that row is not a failure: the next run that can compile (and warm) still take it up."""
-    from src.zoo.table import _previous, computed_failures, run_table
+    from src.zoo.committed_tables import previous_tables
+    from src.zoo.failure_table import computed_failures
+    from src.zoo.table import run_table
 
     _meas().iloc[[2]].to_parquet(tmp_path / "m.parquet")
     _gpus().to_parquet(tmp_path / "g.parquet")
@@ -361,11 +309,12 @@ def test_a_target_not_compiled_is_named_and_retried_by_the_next_run(tmp_path):
     assert "--offline-only" in named["reason"].iloc[0] and "src.zoo warm" in named["reason"].iloc[0]
     assert computed_failures(named).empty
     version = named["zoo_version"].astype(str).iloc[0]
-    assert _previous(tmp_path / "c.parquet", tmp_path / "f.csv", tmp_path / "s.parquet", None, version)[1].empty
+    assert previous_tables(tmp_path / "c.parquet", tmp_path / "f.csv", tmp_path / "s.parquet", None,
+                           version)[1].empty
 
 
 def test_warm_still_targets_a_cnn_named_as_not_compiled(tmp_path):
-    from src.zoo.table import NOT_COMPUTED
+    from src.zoo.failure_table import NOT_COMPUTED
     from src.zoo.warm import done_or_failed
 
     pd.DataFrame([{"model_key": "resnet50", "img_size": 224, "stage": NOT_COMPUTED, "error": "OfflineOnly"},

@@ -8,7 +8,7 @@ import importlib.util
 import pandas as pd
 import pytest
 
-from src.zoo.table import select_targets
+from src.zoo.targets import select_targets
 from src.zoo.warm import warm, warm_targets
 
 
