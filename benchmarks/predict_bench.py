@@ -22,7 +22,6 @@ import argparse
 import http.client
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -156,13 +155,11 @@ def start_server(model_path: str, workers: int, cwd: str) -> tuple[subprocess.Po
 
 
 def stop_server(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    """Stop the server's process group (its uvicorn workers too); the in-process worker never gets here."""
+    repo_on_path()
+    from src.serve.processes import stop_process_group
+
+    stop_process_group(proc)
 
 
 def request(port: int, method: str, path: str, body: bytes | None,

@@ -12,7 +12,6 @@ import glob
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +20,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from src.serve.processes import stop_process_group
 
 DB_USER = "cnnperf"
 
@@ -182,22 +183,5 @@ class MlflowServer:
 
     def stop(self) -> None:
         """SIGTERM the group (server, uvicorn workers, job consumers), SIGKILL what is left after 8 s."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(timeout=8)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(self.proc.pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.2)
-        else:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        stop_process_group(self.proc, grace_s=8.0)
         self._log.close()

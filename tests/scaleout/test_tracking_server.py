@@ -6,8 +6,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,6 +14,7 @@ import requests
 from mlflow.tracking import MlflowClient
 
 from src.config import REPO_ROOT
+from src.serve.processes import stop_process_group
 from tests.scaleout.servers import child_env, free_port
 from tests.scaleout.workers import studies, tally
 from tests.serve.test_serve import VALID
@@ -84,11 +83,5 @@ def test_tracking_server_holds_runs_registry_and_serves(four_workers, storage, t
         assert r.status_code == 200, r.text
         assert r.json()["predictions"][0]["latency_ms"] > 0
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_process_group(proc)
         log.close()

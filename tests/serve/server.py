@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -11,6 +10,8 @@ import time
 from pathlib import Path
 
 import requests
+
+from src.serve.processes import stop_process_group
 
 
 def free_port() -> int:
@@ -49,14 +50,8 @@ def start(model_uri: str, tracking_uri: str, log_path: Path, workers: int = 2) -
 
 
 def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group (uvicorn workers included), SIGKILL after 20 s."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    """SIGTERM the server's process group (uvicorn workers included), SIGKILL after 20 s; close its log."""
+    stop_process_group(proc)
     log = getattr(proc, "log", None)
     if log is not None:
         log.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
+from src.serve.processes import stop_process_group
 from src.tracking import EXPERIMENT_KIND_TAG, EXPERIMENT_KIND_TRAINING, setup
 
 MLFLOW_CLI = Path(sys.executable).with_name("mlflow")
@@ -103,23 +103,5 @@ def test_tracking_server_reports_experiment_kind(store):
         tags = {t["key"]: t["value"] for t in exp.get("tags", [])}
         assert tags.get(EXPERIMENT_KIND_TAG) == "custom_model_development"
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        # The group's children (job consumers, uvicorn workers) must be gone too.
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.2)
-        else:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_process_group(proc, grace_s=15.0)  # the group's children (job consumers, uvicorn workers) too
         log.close()
