@@ -454,7 +454,13 @@ class StringOneHotEncoder(OneHotEncoder):
         return super().fit(_unicode(X), y)
 
     def transform(self, X):
-        return super().transform(_unicode(X))
+        out = super().transform(_unicode(X))
+        if isinstance(out, pd.DataFrame) and isinstance(X, pd.DataFrame):
+            # pandas output (set_output, e.g. for XGBoost's monotone constraints by name): the array handed to
+            # OneHotEncoder has no index, so its frame would count rows 0..n-1 and not line up with the numeric
+            # columns of the same rows in the ColumnTransformer
+            out.index = X.index
+        return out
 
 
 def _unicode(X) -> np.ndarray:

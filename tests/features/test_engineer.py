@@ -304,3 +304,41 @@ def test_factorize_is_pandas_factorize(values):
     want_codes, want_uniq = pd.factorize(arr, use_na_sentinel=False)
     np.testing.assert_array_equal(codes, want_codes)
     assert [str(u) for u in uniq] == [str(u) for u in want_uniq]
+
+
+def test_pandas_output_keeps_the_rows_index():
+    """set_output(pandas), as XGBoost's monotone constraints need: a training part's rows keep their labels
+    (not 0..n-1), so the one-hot columns line up with the numeric ones of the same rows."""
+    feat = {"numeric_inputs": ["param_count_m", "gmacs", "activations_m", "batch_size", "img_size"],
+            "categorical_inputs": ["precision", "mode"], "gpu_features": ["memory_bandwidth_gbs", "fp32_tflops",
+            "tensor_fp16_tflops", "fp64_tflops", "sm_count"], "engineered": True}
+    X = pd.DataFrame([row("fp32"), row("amp_fp16", "training"), row("fp32", batch=64)], index=[7, 40, 41])
+    plain = make_preprocessor(feat, [], scale=False).fit_transform(X)
+    pre = make_preprocessor(feat, [], scale=False).set_output(transform="pandas")
+    Z = pre.fit_transform(X)
+    assert list(Z.index) == [7, 40, 41] and Z.shape == plain.shape
+    np.testing.assert_array_equal(Z.to_numpy(dtype=float), plain)
+    assert list(pre.transform(X.iloc[[2, 0]]).index) == [41, 7]
+
+
+def test_latency_target_with_monotone_constraints_fits_a_training_part():
+    """target=latency, the direct target issue 12 keeps as an option: XGBoost with its monotone constraints fits
+    and predicts rows picked out of a larger table (a fold's training part), as the pipeline hands them over."""
+    from omegaconf import OmegaConf
+
+    from src.config import compose
+    from src.train.estimators import build_model
+
+    c = OmegaConf.to_container(compose(["model=xgb", "target=latency"]), resolve=True)
+    feat = {"numeric_inputs": ["param_count_m", "gmacs", "activations_m", "batch_size", "img_size"],
+            "categorical_inputs": ["precision", "mode"], "gpu_features": ["memory_bandwidth_gbs", "fp32_tflops",
+            "tensor_fp16_tflops", "fp64_tflops", "sm_count"], "engineered": True}
+    rows = [row(p, m, b) for p in ("fp32", "amp_fp16") for m in ("inference", "training") for b in (1, 8, 64, 256)]
+    X = pd.DataFrame(rows * 3)
+    y = X["batch_size"].to_numpy(dtype=float) * np.where(X["precision"] == "fp32", 0.4, 0.15) + 1.0
+    part = np.arange(1, len(X), 2)  # every other row: labels 1, 3, 5, ...
+    model = build_model(c["model"], feat, [], {"n_estimators": 20, "max_depth": 3}, target_cfg=c["target"])
+    model.fit(X.iloc[part], y[part])
+    assert model.regressor_.named_steps["model"].get_params()["monotone_constraints"]["log_flops_step"] == 1
+    pred = model.predict(X.iloc[::2])
+    assert np.isfinite(pred).all() and (pred > 0).all()
