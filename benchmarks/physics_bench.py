@@ -15,6 +15,8 @@ Variants (FEATURES/TARGET):
 - `physics/efficiency`: the same features, target log(measured / estimate);
 - `physics_ptx/efficiency`, `physics_ptx/latency`: + the executed PTX counts of the CNN;
 - `estimate_only`: no learner: the physics estimate times the median efficiency of the training rows.
+The distilled Decision Tree is grown on the measurements under the latency variants (its teacher answers
+efficiencies): `config`.
 Prints pooled held-out MAPE (and median / worst group) per variant and protocol, writes
 reports/bench/physics_bench.json and logs an MLflow run (experiment cnnperf-bench).
 
@@ -51,9 +53,15 @@ MODELS = ("lr", "knn", "rf", "dt", "xgb")
 
 
 def config(model: str, variant: str, overrides: list[str]) -> dict:
+    """The model's config for a variant. A distilled model (conf/model/dt.yaml `distill`) learns its teacher's
+    efficiency answers, so under the latency target it is grown on the measurements (`model.distill=null`)."""
     feats, target = ("physics", "efficiency") if variant == "estimate_only" else variant.split("/")
-    return OmegaConf.to_container(compose([f"model={model}", f"features={feats}", f"target={target}",
-                                           *overrides]), resolve=True)
+    c = OmegaConf.to_container(compose([f"model={model}", f"features={feats}", f"target={target}", *overrides]),
+                               resolve=True)
+    if c["model"].get("distill") and c["target"].get("baseline") != "physics":
+        c = OmegaConf.to_container(compose([f"model={model}", f"features={feats}", f"target={target}",
+                                            *overrides, "model.distill=null"]), resolve=True)
+    return c
 
 
 def predict_fold(c: dict, df: pd.DataFrame, train: np.ndarray, test: np.ndarray, variant: str) -> np.ndarray:
