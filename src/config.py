@@ -5,12 +5,16 @@ Imports nothing of ours, so every layer (ingest to serve) may use it without rea
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONF_DIR = REPO_ROOT / "conf"
+# Hydra's compose API keeps one process-wide GlobalHydra: two threads composing at once (concurrent protocols, each
+# distilled tree composing its teacher's config) would initialise it twice, or clear it under the other's feet.
+_COMPOSE_LOCK = threading.RLock()
 
 
 def register_resolvers() -> None:
@@ -26,7 +30,8 @@ def compose(overrides: list[str] | None = None):
     from hydra.core.global_hydra import GlobalHydra
 
     register_resolvers()
-    if GlobalHydra.instance().is_initialized():  # inside a @hydra.main app: same conf/
-        return hcompose(config_name="config", overrides=list(overrides or []))
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return hcompose(config_name="config", overrides=list(overrides or []))
+    with _COMPOSE_LOCK:
+        if GlobalHydra.instance().is_initialized():  # inside a @hydra.main app: same conf/
+            return hcompose(config_name="config", overrides=list(overrides or []))
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return hcompose(config_name="config", overrides=list(overrides or []))

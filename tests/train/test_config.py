@@ -143,3 +143,16 @@ def test_a_model_cannot_override_feature_keys_that_change_rows():
     c = OmegaConf.to_container(compose(["model=lr"]), resolve=True)
     with pytest.raises(ValueError, match=r"model lr: feature_overrides \['require_static'\] cannot be set per model"):
         model_features({**c["model"], "feature_overrides": {"require_static": False}}, c["features"])
+
+
+def test_compose_from_many_threads_at_once():
+    """Concurrent protocols compose configs in threads (a distilled tree composes its teacher's): Hydra's one
+    GlobalHydra must not be initialised twice or cleared under another thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from src.config import compose
+
+    models = ["lr", "knn", "rf", "dt", "xgb"] * 8
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        names = list(pool.map(lambda m: compose([f"model={m}"]).model.name, models))
+    assert names == models
