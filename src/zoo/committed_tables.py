@@ -21,19 +21,29 @@ from src.zoo.targets import Target
 LEGACY_COUNT_VERSIONS = ("1",)
 
 
+def versioned_rows(path: Path, column: str, versions: list[str]) -> pd.DataFrame:
+    """Rows of a committed parquet table whose `column` (the code version that wrote them) is one of `versions`;
+    empty when the file or the column is missing (a table of an older layout is recomputed, never misread)."""
+    t = pd.read_parquet(path) if path.exists() else pd.DataFrame()
+    if len(t) and column in t.columns:
+        return t.loc[t[column].astype(str).isin(versions)]
+    return pd.DataFrame()
+
+
+def versioned_failures(path: Path, column: str, version: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """The failures of a committed CSV written by this `version` (`column`) that a rerun would not retry
+    (computed_failures); empty, with `columns`, when there are none."""
+    f = pd.read_csv(path) if path.exists() and path.stat().st_size > 1 else pd.DataFrame()
+    if len(f) and column in f.columns:
+        return computed_failures(f.loc[f[column].astype(str) == version])
+    return pd.DataFrame(columns=columns)
+
+
 def previous_tables(counts: Path, failures: Path, static: Path, kernels: Path | None, version: str
                     ) -> tuple[pd.DataFrame, ...]:
     """The committed tables of an earlier run (rows of this zoo version; legacy network rows, see above)."""
-    c = pd.read_parquet(counts) if counts.exists() else pd.DataFrame()
-    if len(c) and "zoo_version" in c.columns:
-        c = c.loc[c["zoo_version"].astype(str).isin([version, *LEGACY_COUNT_VERSIONS])]
-    else:
-        c = pd.DataFrame()
-    f = pd.read_csv(failures) if failures.exists() and failures.stat().st_size > 1 else pd.DataFrame()
-    if len(f) and "zoo_version" in f.columns:
-        f = computed_failures(f.loc[f["zoo_version"].astype(str) == version])
-    else:
-        f = pd.DataFrame()
+    c = versioned_rows(counts, "zoo_version", [version, *LEGACY_COUNT_VERSIONS])
+    f = versioned_failures(failures, "zoo_version", version)
     st = pd.read_parquet(static) if static.exists() else pd.DataFrame()
     k = pd.read_parquet(kernels) if kernels is not None and kernels.exists() else pd.DataFrame()
     if len(k):

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from src.zoo.committed_tables import versioned_failures, versioned_rows
 from src.zoo.failure_table import MISSING_EXTRA, NOT_COMPUTED, computed_failures
 from src.zoo.layers import LAYERS_VERSION
 from src.zoo.op_rules import CONV_FIELDS, MAC_KINDS
@@ -141,17 +142,8 @@ def compact(df: pd.DataFrame) -> pd.DataFrame:
 # ---- the stage -------------------------------------------------------------------------------------------------
 def _previous(table: Path, failures: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Committed rows and failures of the current layers_version (the stage's cache)."""
-    t = pd.read_parquet(table) if table.exists() else pd.DataFrame()
-    if len(t) and "layers_version" in t.columns:
-        t = t.loc[t["layers_version"].astype(str) == LAYERS_VERSION]
-    else:
-        t = pd.DataFrame()
-    f = pd.read_csv(failures) if failures.exists() and failures.stat().st_size > 1 else pd.DataFrame()
-    if len(f) and "layers_version" in f.columns:
-        f = computed_failures(f.loc[f["layers_version"].astype(str) == LAYERS_VERSION])
-    else:
-        f = pd.DataFrame(columns=FAILURE_COLUMNS)
-    return t, f
+    return (versioned_rows(table, "layers_version", [LAYERS_VERSION]),
+            versioned_failures(failures, "layers_version", LAYERS_VERSION, FAILURE_COLUMNS))
 
 
 def _pairs(df: pd.DataFrame) -> set[tuple[str, int]]:
