@@ -122,6 +122,10 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
     one GPU) teach the learner that pricing, and such a request was 54 % off where the same CNN named was 7 %
     (random protocol, xgb; docs/training.md "A CNN described by its numbers").
 
+    `point_shift`: added to the learned log-efficiency of every row the learner answers (not to the fallback's):
+    the point answer MAPE asks for lies below the middle of the error, the more so the wider it is. Set by
+    training from the tuning CV (src/train/point.py); 0 answers the learner's own middle.
+
     `by_numbers_learner`: also fit a second learner (`by_numbers_regressor_`) on every training row priced by its
     numbers, and answer with it the rows that have no layer profile (a CNN outside the zoo). Why: a share of
     by-numbers rows in the one learner bends the correction the named CNNs get (leave_arch_out 47.9 -> 76.7 % at
@@ -129,12 +133,13 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, regressor: Pipeline, unseen_fallback: bool = False, by_numbers_share: float = 0.0,
-                 random_state: int = 0, by_numbers_learner: bool = False):
+                 random_state: int = 0, by_numbers_learner: bool = False, point_shift: float = 0.0):
         self.regressor = regressor
         self.unseen_fallback = unseen_fallback
         self.by_numbers_share = by_numbers_share
         self.random_state = random_state
         self.by_numbers_learner = by_numbers_learner
+        self.point_shift = point_shift
 
     def by_numbers(self, X: pd.DataFrame) -> pd.DataFrame:
         """X with a seeded `by_numbers_share` of its rows renamed `BY_NUMBERS` (X itself when the share is 0)."""
@@ -241,11 +246,12 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         return unseen_masks(X, self.seen_kinds_)
 
     def correction(self, X: Mapping[str, Any], learned: np.ndarray) -> np.ndarray:
-        """The learned log-efficiency, with rows of an unseen kind set to the median training efficiency."""
+        """The learned log-efficiency plus `point_shift`, with rows of an unseen kind set to the median training
+        efficiency."""
+        out = np.asarray(learned, dtype=float) + float(getattr(self, "point_shift", 0.0) or 0.0)
         masks = self.unseen(X)
         if not masks:
-            return learned
-        out = np.array(learned, dtype=float, copy=True)
+            return out
         out[np.logical_or.reduce(list(masks.values()))] = self.median_log_efficiency_
         return out
 

@@ -41,7 +41,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from src.config import REPO_ROOT
-from src.features.baseline import fallback_column, fallback_rows
+from src.features.baseline import PhysicsBaselineRegressor, fallback_column, fallback_rows
 from src.features.dataset import DatasetError
 from src.features.engineer import input_columns
 from src.tracking import file_md5, git_commit, outer_run_active, setup, slug, write_run_log
@@ -50,6 +50,7 @@ from src.train.estimators import feature_names, native_importances
 from src.train.fit import log_served_model, make_model, ptx_columns
 from src.train.importance import permutation
 from src.train.metrics import all_metrics, support_metrics
+from src.train.point import blended_shift, check_rule, mape_optimal_shift
 from src.train.protocols import (
     GROUP_TABLE,
     cv_splits,
@@ -62,7 +63,7 @@ from src.train.protocols import (
     twins_across,
 )
 from src.train.protocols import subsample as sub
-from src.train.tuning import create_study, cv_mape, select_trial, trials_frame, tune
+from src.train.tuning import OOF_SHIFT_ATTR, create_study, cv_mape, select_trial, trials_frame, tune
 
 log = logging.getLogger("cnnperf.train")
 METRIC_KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
@@ -214,12 +215,36 @@ class Trainer:
             model = model.fit_without_learner(self.X.iloc[fold.train], self.y[fold.train])
         else:
             model = model.fit(self.X.iloc[fold.train], self.y[fold.train])
+        shift = self.point_shift(model, tune_idx, chosen)
+        if shift is not None:
+            model.set_params(point_shift=shift)
         t_fit = time.perf_counter() - t0
         t0 = time.perf_counter()
         pred = model.predict(self.X.iloc[fold.test])
         t_pred = time.perf_counter() - t0
         timing = {"tune": t_tune, "fit": t_fit, "predict": t_pred}
         return study, chosen, model, pred, timing, n_trials
+
+    def point_shift(self, model, tune_idx: np.ndarray, chosen: optuna.trial.FrozenTrial) -> float | None:
+        """The fitted fold model's MAPE-optimal log shift (`target.point: mape`, src/train/point.py): Efron's .632
+        blend of the chosen trial's out-of-fold shift (its grouped tuning CV) and the model's own in-sample shift on
+        the same tuning rows. None: no shift (`median`, or no learner answers any row)."""
+        rule = check_rule(self.c["target"].get("point"))
+        if rule == "median":
+            return None
+        if not isinstance(model, PhysicsBaselineRegressor):
+            raise ValueError(f"target.point={rule} shifts the learned efficiency: it needs target=efficiency "
+                             f"(target {self.c['target'].get('name')!r} has no physics baseline); set "
+                             f"target.point=median")
+        if not getattr(model, "learner_fitted_", True):
+            return None
+        oof = chosen.user_attrs.get(OOF_SHIFT_ATTR)
+        if oof is None:
+            log.warning("%s: trial %d has no out-of-fold shift (a study from before target.point); answering the "
+                        "learner's median", self.name, chosen.number)
+            return None
+        in_sample = np.log(model.predict(self.X.iloc[tune_idx]) / self.y[tune_idx]) - float(model.point_shift)
+        return blended_shift(mape_optimal_shift(in_sample), float(oof))
 
     def fallback_only(self, fold) -> bool:
         """Whether the model's fallback answers every held-out row of `fold` (so tuning cannot change them)."""
@@ -277,13 +302,15 @@ class Trainer:
                 params = {**{f"best_{k}": v for k, v in best.items()}, "train_rows": len(fold.train),
                           "test_rows": len(fold.test)}
                 client.log_batch(fold_run, params=[Param(k, str(v)) for k, v in params.items()],
-                                 metrics=[Metric(k, float(v), now, 0) for k, v in {**m, "cv_mape": cv}.items()])
+                                 metrics=[Metric(k, float(v), now, 0) for k, v in {
+                                     **m, "cv_mape": cv, "point_shift": row_shift(model)}.items()])
             else:
                 trials_frame(study, chosen.number).to_csv(art / "trials.csv", index=False)
             perm_rows = max(200, int(s["perm_max_rows"]) // max(1, n_folds))
             perm = permutation(model, self.X.iloc[fold.test], self.y[fold.test], self.cols, perm_rows,
                                int(s["perm_repeats"]), self.seed)
             row = {**m, "rows": int(len(fold.test)), "tuning_trials": n_trials,
+                   "point_shift": row_shift(model),
                    "learner_fitted": bool(getattr(model, "learner_fitted_", True)), "held_out": fold.held_out[:50],
                    "held_out_groups": len(fold.held_out), "twins_across": twins_across(self.df, fold.train, fold.test)}
             p = self.pred_frame(fold.test, pred)
@@ -366,6 +393,7 @@ class Trainer:
             mlflow.log_metrics({f"group_mape/{slug(g)}": v["mape"] for g, v in per_group.items()})
             if single:
                 mlflow.log_params({f"best_{k}": v for k, v in fold_params[folds[0].name].items()})
+                mlflow.log_metric("point_shift", fold_rows[folds[0].name]["point_shift"])
                 mlflow.log_params({"n_model_features": n_feat, "train_rows": len(folds[0].train),
                                    "test_rows": len(folds[0].test), "study": study_names[0]})
             imps = self.importances(perm_list, native_list, art, protocol)
@@ -517,6 +545,11 @@ def _start_worker(c: dict) -> None:
     global _WORKER
     setup(c["mlflow"]["tracking_uri"], c["mlflow"]["experiment"], c["mlflow"]["artifact_root"])
     _WORKER = Trainer(c)
+
+
+def row_shift(model) -> float:
+    """The fold model's point shift (0 for a model without one: target=latency, lr's plain Pipeline)."""
+    return float(getattr(model, "point_shift", 0.0) or 0.0)
 
 
 def _fold_in_worker(fold, args: tuple) -> dict:

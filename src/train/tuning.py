@@ -25,18 +25,24 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 from src.train import shared
 from src.train.estimators import suggest
 from src.train.metrics import mape
+from src.train.point import mape_optimal_shift
 
 log = logging.getLogger("cnnperf.tuning")
 # Trial attribute holding the validation MAPE of each CV fold (the one-standard-error rule needs their spread).
 FOLD_SCORES_ATTR = "fold_mape"
+# Trial attribute holding the MAPE-optimal log shift of its pooled out-of-fold predictions (src/train/point.py).
+OOF_SHIFT_ATTR = "oof_point_shift"
 SELECTION_RULES = ("best", "one_se", "incumbent")
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def cv_mape(make_model: Callable[[dict], object], params: dict, X: pd.DataFrame, y: np.ndarray,
             splits: list[tuple[np.ndarray, np.ndarray]], trial: optuna.Trial | None = None) -> float:
-    """Mean validation MAPE over the splits; reports after each fold so the pruner can stop bad trials."""
-    scores = []
+    """Mean validation MAPE over the splits; reports after each fold so the pruner can stop bad trials.
+
+    A trial that completes every fold also records the MAPE-optimal log shift of its pooled out-of-fold
+    predictions (`OOF_SHIFT_ATTR`), which the chosen trial hands to the final model (src/train/point.py)."""
+    scores, log_ratios = [], []
     for k, (tr, va) in enumerate(splits):
         model = make_model(params)
         with warnings.catch_warnings():
@@ -45,11 +51,15 @@ def cv_mape(make_model: Callable[[dict], object], params: dict, X: pd.DataFrame,
         pred = model.predict(X.iloc[va])
         score = mape(y[va], pred) if np.all(np.isfinite(pred)) else math.inf
         scores.append(score)
+        if math.isfinite(score) and np.all(pred > 0) and np.all(y[va] > 0):
+            log_ratios.append(np.log(pred / y[va]))
         if trial is not None:
             trial.set_user_attr(FOLD_SCORES_ATTR, [float(v) for v in scores])
             trial.report(float(np.mean(scores)), k)
             if trial.should_prune():
                 raise optuna.TrialPruned()
+    if trial is not None and len(log_ratios) == len(splits):
+        trial.set_user_attr(OOF_SHIFT_ATTR, mape_optimal_shift(np.concatenate(log_ratios)))
     return float(np.mean(scores))
 
 

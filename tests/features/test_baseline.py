@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -55,6 +57,19 @@ def test_the_served_fast_path_applies_the_same_rule(fitted):
     _, _, cols, model, X = fitted
     fast = FastPipeline(model).predict({c: X[c].to_numpy() for c in cols})
     np.testing.assert_allclose(fast, model.predict(X), rtol=1e-12)
+
+
+def test_point_shift_moves_the_learned_rows_only_and_the_fast_path_follows(fitted):
+    _, _, cols, model, X = fitted
+    assert model.point_shift == 0.0  # fit_model sets none: training does (src/train/run.py)
+    before = model.predict(X)
+    shifted = copy.copy(model).set_params(point_shift=-0.1)  # the same fit, another point
+    after = shifted.predict(X)
+    # learned rows (eager amp_fp16, bf16) are exp(-0.1) x lower; the fallback rows (TensorRT, int8) keep theirs
+    np.testing.assert_allclose(after[[0, 2]], before[[0, 2]] * np.exp(-0.1), rtol=1e-12)
+    np.testing.assert_allclose(after[[1, 3]], before[[1, 3]], rtol=1e-12)
+    fast = FastPipeline(shifted).predict({c: X[c].to_numpy() for c in cols})
+    np.testing.assert_allclose(fast, after, rtol=1e-12)
 
 
 def test_fallback_off_keeps_the_learned_correction(fitted):

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from sklearn.tree import DecisionTreeRegressor
 
-from src.train.tuning import FOLD_SCORES_ATTR, cv_mape, select_trial, standard_error, trials_frame
+from src.train.point import mape_optimal_shift
+from src.train.tuning import FOLD_SCORES_ATTR, OOF_SHIFT_ATTR, cv_mape, select_trial, standard_error, trials_frame
 
 SPACE = {"max_depth": {"type": "int", "low": 2, "high": 40},
          "min_samples_leaf": {"type": "int", "low": 1, "high": 40},
@@ -103,6 +104,25 @@ def test_cv_mape_records_each_folds_score_on_the_trial_and_the_frame_marks_the_s
     assert frame["selected"].tolist() == [t.number == chosen.number for t in study.trials]
     assert [json.loads(v) for v in frame[FOLD_SCORES_ATTR]] == [
         [round(v, 6) for v in t.user_attrs[FOLD_SCORES_ATTR]] for t in study.trials]
+
+
+def test_cv_mape_records_the_mape_optimal_shift_of_the_pooled_out_of_fold_predictions():
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame({"a": rng.uniform(1, 2, 300)})
+    y = (X["a"] * 3).to_numpy() * np.exp(rng.normal(0, 0.3, 300))
+    idx = np.arange(300)
+    splits = [(idx[idx % 3 != k], idx[idx % 3 == k]) for k in range(3)]
+
+    def make(params):
+        return DecisionTreeRegressor(random_state=0, **params)
+
+    study = optuna.create_study(direction="minimize")
+    study.optimize(lambda t: cv_mape(make, {"max_depth": 2}, X, y, splits, t), n_trials=1)
+    oof = np.concatenate([np.log(make({"max_depth": 2}).fit(X.iloc[tr], y[tr]).predict(X.iloc[va]) / y[va])
+                          for tr, va in splits])
+    shift = study.trials[0].user_attrs[OOF_SHIFT_ATTR]
+    assert shift == pytest.approx(mape_optimal_shift(oof), abs=1e-12)
+    assert shift < -0.03  # wide errors: the MAPE point lies below the middle
 
 
 def _with_warm_start(warm_folds: list[float], others: list[list[float]]) -> optuna.Study:
