@@ -248,10 +248,13 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
     def correction(self, X: Mapping[str, Any], learned: np.ndarray) -> np.ndarray:
         """The learned log-efficiency plus `point_shift`, with rows of an unseen kind set to the median training
         efficiency."""
-        out = np.asarray(learned, dtype=float) + float(getattr(self, "point_shift", 0.0) or 0.0)
+        shift = float(getattr(self, "point_shift", 0.0) or 0.0)
+        # in the learner's own dtype (XGBoost answers float32), as without a shift: a shift of 0 changes no bit
+        out = learned + np.asarray(shift, dtype=np.asarray(learned).dtype) if shift else learned
         masks = self.unseen(X)
         if not masks:
             return out
+        out = np.array(out, dtype=float, copy=True)
         out[np.logical_or.reduce(list(masks.values()))] = self.median_log_efficiency_
         return out
 

@@ -72,6 +72,18 @@ def test_point_shift_moves_the_learned_rows_only_and_the_fast_path_follows(fitte
     np.testing.assert_allclose(fast, after, rtol=1e-12)
 
 
+def test_a_zero_shift_keeps_the_learners_dtype_and_bits(fitted):
+    """XGBoost answers float32: without a shift the correction is its answer untouched (byte-identical reruns)."""
+    _, _, _, model, X = fitted
+    seen = X.iloc[[0, 2]]  # no unseen kind: no fallback row
+    learned = np.array([0.1, -0.2], dtype=np.float32)
+    out = model.correction(seen, learned)
+    assert out.dtype == np.float32 and out.tobytes() == learned.tobytes()
+    shifted = copy.copy(model).set_params(point_shift=-0.05).correction(seen, learned)
+    assert shifted.dtype == np.float32
+    np.testing.assert_allclose(shifted, learned - 0.05, rtol=1e-6)
+
+
 def test_fallback_off_keeps_the_learned_correction(fitted):
     c, df, cols, _, X = fitted
     off = {**c, "target": {**c["target"], "unseen_fallback": False}}
