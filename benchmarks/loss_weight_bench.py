@@ -23,7 +23,6 @@ MLflow run (experiment cnnperf-bench).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 import warnings
@@ -36,17 +35,17 @@ from tqdm.auto import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from grid_args import grid_parser, listed, protocols_and_overrides  # noqa: E402
 from physics_bench import config  # noqa: E402
 
 from src.config import REPO_ROOT  # noqa: E402
 from src.features.engineer import input_columns  # noqa: E402
 from src.tracking import record_benchmark  # noqa: E402
-from src.train import PROTOCOLS, outer_folds  # noqa: E402
+from src.train import outer_folds  # noqa: E402
 from src.train.fit import make_model, ptx_columns  # noqa: E402
 
 DEFAULT_VARIANTS = ("squared", "absolute", "absolute@800", "huber@0.1", "weights@source+gpu@0.5",
                     "weights@source@0.5")
-GRID_PROTOCOLS = ("random", "leave_model_out", "leave_gpu_out", "leave_family_out", "leave_arch_out")
 
 
 def variant_overrides(variant: str) -> list[str]:
@@ -106,20 +105,11 @@ def score(c: dict, df: pd.DataFrame, protocol: str, variant: str, seed: int) -> 
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="xgb")
-    ap.add_argument("--protocols", default=",".join(GRID_PROTOCOLS))
+    ap = grid_parser(__doc__, "loss_weight_bench.json")
     ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
-    ap.add_argument("--no-mlflow", action="store_true")
-    ap.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench" / "loss_weight_bench.json"))
-    ap.add_argument("overrides", nargs="*", help="Hydra overrides (default: the pipeline's 8 leave_gpu_out groups)")
     args = ap.parse_args(argv)
-    protocols = [p for p in args.protocols.split(",") if p]
-    variants = [v for v in args.variants.split(",") if v]
-    unknown = sorted(set(protocols) - set(PROTOCOLS))
-    if unknown:
-        raise SystemExit(f"unknown protocol(s) {unknown}; one of {PROTOCOLS}")
-    overrides = args.overrides or ["split.leave_gpu_out.n_groups=8"]
+    protocols, overrides = protocols_and_overrides(args)
+    variants = listed(args.variants, None, "variant")
     configs = {v: config(args.model, "physics_ptx/efficiency", [*overrides, *variant_overrides(v)]) for v in variants}
     base = configs[variants[0]]
     df = pd.read_parquet(REPO_ROOT / base["data"]["dataset"])

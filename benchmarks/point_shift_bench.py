@@ -18,7 +18,6 @@ and logs an MLflow run (experiment cnnperf-bench).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 import warnings
@@ -31,18 +30,18 @@ from tqdm.auto import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from grid_args import grid_parser, listed, protocols_and_overrides  # noqa: E402
 from physics_bench import config  # noqa: E402
 
 from src.config import REPO_ROOT  # noqa: E402
 from src.features.engineer import input_columns  # noqa: E402
 from src.tracking import record_benchmark  # noqa: E402
-from src.train import PROTOCOLS, outer_folds  # noqa: E402
+from src.train import outer_folds  # noqa: E402
 from src.train.fit import make_model, ptx_columns  # noqa: E402
 from src.train.point import blended_shift, mape_optimal_shift  # noqa: E402
 from src.train.protocols import cv_splits, group_labels, subsample  # noqa: E402
 
 RULES = ("none", "oof", "median", "632")
-GRID_PROTOCOLS = ("random", "leave_model_out", "leave_gpu_out", "leave_family_out", "leave_arch_out")
 
 
 def rule_shift(rule: str, oof: np.ndarray, in_sample: np.ndarray) -> float:
@@ -95,24 +94,15 @@ def score(c: dict, df: pd.DataFrame, protocol: str, rules: list[str], cv_folds: 
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="xgb")
-    ap.add_argument("--protocols", default=",".join(GRID_PROTOCOLS))
+    ap = grid_parser(__doc__, "point_shift_bench.json")
     ap.add_argument("--rules", default=",".join(RULES))
     ap.add_argument("--cv-folds", type=int, default=2)
     ap.add_argument("--max-rows", type=int, default=3000, help="CV rows per training part (0: all)")
-    ap.add_argument("--no-mlflow", action="store_true")
-    ap.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench" / "point_shift_bench.json"))
-    ap.add_argument("overrides", nargs="*", help="Hydra overrides (default: the pipeline's 8 leave_gpu_out groups)")
     args = ap.parse_args(argv)
-    protocols = [p for p in args.protocols.split(",") if p]
-    rules = [r for r in args.rules.split(",") if r]
-    bad = sorted(set(protocols) - set(PROTOCOLS)) + sorted(set(rules) - set(RULES))
-    if bad:
-        raise SystemExit(f"unknown protocol(s) or rule(s) {bad}; protocols {PROTOCOLS}, rules {RULES}")
+    protocols, overrides = protocols_and_overrides(args)
+    rules = listed(args.rules, RULES, "rule")
     if args.cv_folds < 2:
         raise SystemExit(f"--cv-folds must be >= 2, got {args.cv_folds}")
-    overrides = args.overrides or ["split.leave_gpu_out.n_groups=8"]
     c = config(args.model, "physics_ptx/efficiency", overrides)
     df = pd.read_parquet(REPO_ROOT / c["data"]["dataset"])
     seed, max_rows = int(c["seed"]), (args.max_rows or None)
