@@ -97,6 +97,13 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--no-log", action="store_true", help="do not store the calibration with the model")
     c.add_argument("--out", default=str(REPO_ROOT / "reports" / "predict"))
     c.add_argument("--stem", help="output file stem (default conformal_<uri>)")
+    c.add_argument("--reuse", action="store_true",
+                   help="keep the calibration stored with the model when it is for this run and split and has the "
+                        "requested levels and kinds (the pipeline's calibrate stage); otherwise calibrate")
+    c.add_argument("--summary", help="also write the coverage and width figures to this JSON file (DVC metrics)")
+    c.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help="Hydra overrides the model's dataset was built with (e.g. data.max_rows=2000), so that the "
+                        "rebuilt split is the run's; a mismatch is refused")
 
     h = sub.add_parser("fit-holdout", help="fit + register a model without some CNN families, then calibrate")
     h.add_argument("--exclude-family", nargs="+", required=True)
@@ -181,18 +188,28 @@ def _print_calibration(cal: dict) -> None:
 
 
 def _calibrate_and_store(uri: str, k: int, levels, grouped, max_rows, log_it: bool, out: str,
-                         kinds=("row", "gpu", "cnn", "gpu_cnn"), stem: str | None = None) -> dict:
-    from src.predict.calibrate import calibrate_model, log_calibration
+                         kinds=("row", "gpu", "cnn", "gpu_cnn"), stem: str | None = None, reuse: bool = False,
+                         summary_path: str | None = None, overrides: list[str] | None = None) -> dict:
+    from src.predict.calibrate import calibrate_model, log_calibration, reusable, summary
     from src.predict.model import load
 
     model = load(uri)
-    cal, _ = calibrate_model(model, tuple(levels), k, kinds=tuple(kinds), grouped=tuple(grouped), max_rows=max_rows)
-    if log_it and model.run_id:
-        log_calibration(cal, model.run_id)
+    if reuse and reusable(model.conformal, model, levels, kinds):
+        cal, log_it = model.conformal, False
+        print(f"{uri}: run {model.run_id} already holds a calibration for this split (k={cal['k']}, levels "
+              f"{cal['levels']}); kept it")
+    else:
+        cal, _ = calibrate_model(model, tuple(levels), k, kinds=tuple(kinds), grouped=tuple(grouped),
+                                 max_rows=max_rows, overrides=overrides)
+        if log_it and model.run_id:
+            log_calibration(cal, model.run_id)
     stem = stem or f"conformal_{uri.replace(':/', '_').replace('/', '_').replace('@', '_')}"
     path = Path(out) / f"{stem}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(cal, indent=2, default=float) + "\n")
+    if summary_path:
+        Path(summary_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(summary_path).write_text(json.dumps(summary(cal), indent=2) + "\n")
     _print_calibration(cal)
     print(f"saved: {path}" + (f"; logged to run {model.run_id} as conformal/conformal.json" if log_it else ""))
     return cal
@@ -200,7 +217,8 @@ def _calibrate_and_store(uri: str, k: int, levels, grouped, max_rows, log_it: bo
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
     _use_store()
-    _calibrate_and_store(a.model_uri, a.k, a.levels, a.grouped, a.max_rows, not a.no_log, a.out, a.kinds, a.stem)
+    _calibrate_and_store(a.model_uri, a.k, a.levels, a.grouped, a.max_rows, not a.no_log, a.out, a.kinds, a.stem,
+                         a.reuse, a.summary, a.overrides)
     return 0
 
 

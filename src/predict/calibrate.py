@@ -123,6 +123,28 @@ def grouped_coverage(template, data: SplitData, protocol: str, levels, k: int = 
             "pooled": pooled, "per_group": per_group, "n_folds": len(per_group)}
 
 
+def run_split_fingerprint(run_id: str | None) -> str | None:
+    """The `split_fingerprint` tag a training run set (md5 of its held-out measurement ids), if any."""
+    if not run_id:
+        return None
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient().get_run(run_id).data.tags.get("split_fingerprint")
+
+
+def check_run_split(model: LoadedModel, data: SplitData) -> None:
+    """A pipeline model's run names its test rows (tag `split_fingerprint`); the rebuilt split must name the same,
+    or the calibration would score the model on rows it was fitted on."""
+    from src.train import fingerprint
+
+    tag = run_split_fingerprint(model.run_id)
+    rebuilt = fingerprint(data.df["measurement_id"].to_numpy()[data.test])
+    if tag and tag != rebuilt:
+        raise ValueError(f"{model.uri}: run {model.run_id} was tested on other rows than the split rebuilt now "
+                         f"(split_fingerprint tag {tag}, rebuilt {rebuilt}): the dataset or its config changed "
+                         "since the run. Retrain (`dvc repro`) before calibrating.")
+
+
 def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kinds=conformal.NOVELTY,
                     grouped: tuple[str, ...] = (), max_rows: int | None = None, progress: bool = True,
                     overrides: list[str] | None = None) -> tuple[dict, SplitData]:
@@ -136,6 +158,7 @@ def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kin
         raise ValueError(f"{model.uri}: the dataset rebuilt now differs from the one the model was fitted on (split "
                          "fingerprint mismatch: measurement, static-feature or config files changed); calibrating "
                          "would mix its training rows into the test split. Refit it (fit-holdout) first.")
+    check_run_split(model, data)
     seed = int(data.config["seed"])
     X, y = data.df[data.cols].reset_index(drop=True), data.df["target"].to_numpy(dtype=float)
     gpu, fam = _labels(data.df)
@@ -160,6 +183,37 @@ def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kin
                                for p in grouped}
     cal["seconds"] = time.perf_counter() - t0
     return cal, data
+
+
+def reusable(cal: dict | None, model: LoadedModel, levels, kinds) -> bool:
+    """Whether the calibration stored with the model already answers for it: the same run (whose rows register
+    checked against the data), every requested level and novelty kind. The pipeline's calibrate stage runs on every
+    `dvc repro` (its real input, the registry, is outside DVC) and refits only when the champion changed."""
+    if not cal or not model.run_id or cal.get("run_id") != model.run_id:
+        return False
+    expected = model.meta.get("split_fingerprint")
+    if expected and cal.get("split_fingerprint") != expected:
+        return False
+    have_levels = {f"{float(lv):.2f}" for lv in cal.get("levels", [])}
+    quantiles = cal.get("quantiles", {})
+    return ({f"{float(lv):.2f}" for lv in levels} <= have_levels
+            and all(kind in quantiles for kind in kinds))
+
+
+def summary(cal: dict) -> dict:
+    """The numbers people compare across runs (DVC metrics): test-split coverage and width per level, and each
+    novelty kind's width factor exp(q)."""
+    out = {"model_uri": cal["model_uri"], "k": cal["k"], "train_rows": cal["train_rows"],
+           "test_rows": cal["test_rows"], "test_coverage": {}, "width_factor": {}}
+    for lv, v in cal["test_coverage"].items():
+        out["test_coverage"][lv] = round(float(v["coverage"]), 4)
+    for kind, qs in cal["quantiles"].items():
+        out["width_factor"][kind] = {lv: round(float(np.exp(q)), 4) for lv, q in qs.items()}
+    grouped = cal.get("grouped_coverage") or {}
+    if grouped:
+        out["grouped_coverage"] = {p: {lv: round(float(v["coverage"]), 4) for lv, v in g["pooled"].items()}
+                                   for p, g in grouped.items()}
+    return out
 
 
 def log_calibration(cal: dict, run_id: str) -> None:

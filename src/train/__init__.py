@@ -3,8 +3,8 @@
 The public entry other layers use (predict's hold-out fits, the e2e comparison, benchmarks), so that there is
 one way to fit a model: `train` (a whole run from a resolved config), `fit_model` / `make_model` (one fit from a
 config), `log_served_model` and `served_metadata` (the served pyfunc), `pip_requirements`, and the protocol
-splits `random_split`, `outer_folds`, `family_labels`, `config_ids`,
-`architecture_labels`, `ARCH_FOLDS`, `GROUP_TABLE` (the column each protocol reports by)
+splits `random_split`, `outer_folds`, `family_labels`, `config_ids`, `fingerprint` (a run's `split_fingerprint`
+tag), `architecture_labels`, `ARCH_FOLDS`, `GROUP_TABLE` (the column each protocol reports by)
 and `SUPPORT_LEVELS` (how well training knew a held-out row's measurement setting). Everything else
 in the package is internal.
 """
@@ -18,6 +18,7 @@ from src.train.protocols import (
     architecture_labels,
     config_ids,
     family_labels,
+    fingerprint,
     outer_folds,
     random_split,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "architecture_labels",
     "config_ids",
     "family_labels",
+    "fingerprint",
     "fit_model",
     "gpu_table",
     "log_served_model",

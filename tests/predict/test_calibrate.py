@@ -1,0 +1,93 @@
+"""The pipeline's `calibrate` stage: a calibration is reused only for the same run, levels and kinds; a run tested
+on other rows than the rebuilt split is refused; the summary holds the figures DVC compares."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from src.predict.calibrate import reusable, summary
+from src.predict.model import LoadedModel
+
+
+def _model(run_id: str | None = "r1", meta: dict | None = None) -> LoadedModel:
+    return LoadedModel("models:/m@champion", pipeline=None, meta=meta or {}, gpus=None, run_id=run_id,
+                       conformal=None)
+
+
+CAL = {"run_id": "r1", "model_uri": "models:/m@champion", "k": 3, "levels": [0.8, 0.9], "train_rows": 70,
+       "test_rows": 30, "split_fingerprint": "abc",
+       "quantiles": {"row": {"0.80": 0.1, "0.90": 0.2}, "gpu": {"0.80": 0.3, "0.90": 0.5}},
+       "test_coverage": {"0.80": {"coverage": 0.79}, "0.90": {"coverage": 0.905}}}
+
+
+def test_reusable_only_for_the_same_run_levels_and_kinds():
+    assert reusable(CAL, _model(), [0.8, 0.9], ["row", "gpu"])
+    assert reusable(CAL, _model(), [0.9], ["row"])  # a subset is answered
+    assert not reusable(None, _model(), [0.9], ["row"])
+    assert not reusable(CAL, _model("r2"), [0.9], ["row"])  # a new champion run
+    assert not reusable(CAL, _model(None), [0.9], ["row"])
+    assert not reusable(CAL, _model(), [0.95], ["row"])  # a level it lacks
+    assert not reusable(CAL, _model(), [0.9], ["row", "cnn"])  # a kind it lacks
+    # a model that names its split (fit-holdout) must name the calibration's
+    assert reusable(CAL, _model(meta={"split_fingerprint": "abc"}), [0.9], ["row"])
+    assert not reusable(CAL, _model(meta={"split_fingerprint": "xyz"}), [0.9], ["row"])
+
+
+def test_summary_reads_coverage_and_width_factors():
+    s = summary({**CAL, "grouped_coverage": {"gpu": {"pooled": {"0.80": {"coverage": 0.851}}}}})
+    assert s["test_coverage"] == {"0.80": 0.79, "0.90": 0.905}
+    assert s["width_factor"]["gpu"]["0.90"] == pytest.approx(1.6487, abs=1e-4)  # exp(0.5)
+    assert s["grouped_coverage"] == {"gpu": {"0.80": 0.851}}
+    assert "grouped_coverage" not in summary(CAL)
+
+
+def test_calibration_refuses_a_run_tested_on_other_rows(holdout_model, real_overrides):
+    """A pipeline run tags the md5 of its held-out ids; a rebuilt split naming other rows is refused, the same
+    tag is accepted."""
+    import mlflow
+
+    from src.predict.calibrate import check_run_split, run_split_fingerprint
+    from src.predict.data import load_split
+    from src.predict.model import load
+    from src.train import fingerprint
+
+    model = load(holdout_model["registered"])
+    data = load_split(model.meta["features"], ["densenet"], real_overrides, 8000)
+    with mlflow.start_run(run_name="tagged-elsewhere") as run:
+        mlflow.set_tag("split_fingerprint", "0" * 32)
+    stale = dataclasses.replace(model, run_id=run.info.run_id)
+    assert run_split_fingerprint(run.info.run_id) == "0" * 32
+    with pytest.raises(ValueError, match="tested on other rows"):
+        check_run_split(stale, data)
+    with mlflow.start_run(run_name="tagged-here") as run:
+        mlflow.set_tag("split_fingerprint", fingerprint(data.df["measurement_id"].to_numpy()[data.test]))
+    check_run_split(dataclasses.replace(model, run_id=run.info.run_id), data)
+    check_run_split(dataclasses.replace(model, run_id=None), data)  # no run, nothing to compare
+
+
+def test_cli_calibrates_once_then_reuses(holdout_model, real_overrides, tmp_path, capsys, monkeypatch):
+    """`calibrate --reuse` (the stage's command): the first call calibrates and logs next to the model, the second
+    keeps that calibration and writes the same report; a kind it lacks calibrates again."""
+    from src.predict.__main__ import main
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", holdout_model["tracking_uri"])
+    uri = holdout_model["registered"]
+    common = ["calibrate", "--model-uri", uri, "--k", "2", "--levels", "0.9", "--max-rows", "8000", "--reuse",
+              "--out", str(tmp_path)]
+    assert main([*common, "--kinds", "row", "--stem", "first", "--summary", str(tmp_path / "s1.json"),
+                 *real_overrides]) == 0
+    first = capsys.readouterr().out
+    assert main([*common, "--kinds", "row", "--stem", "second", "--summary", str(tmp_path / "s2.json"),
+                 *real_overrides]) == 0
+    second = capsys.readouterr().out
+    assert "kept it" in second and "logged to run" in first
+    a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("first", "second"))
+    assert a == b and a["k"] == 2 and list(a["quantiles"]) == ["row"]
+    s = json.loads((tmp_path / "s2.json").read_text())
+    assert 0 < s["test_coverage"]["0.90"] <= 1 and s["width_factor"]["row"]["0.90"] > 1
+    assert main([*common, "--kinds", "cnn", "--stem", "third", *real_overrides]) == 0
+    assert "kept it" not in capsys.readouterr().out
+    assert list(json.loads((tmp_path / "third.json").read_text())["quantiles"]) == ["cnn"]
