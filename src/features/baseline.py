@@ -18,10 +18,15 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.pipeline import Pipeline
 
 from .engineer import BYTES_PER_ELEMENT, HALF_PRECISIONS, _strings
+from .mape_point import mape_optimal_shift
 
 # Run-configuration columns whose kind, when no training row has it, leaves the learned correction without support.
 # The precision counts by its class (element size and the peak it runs at), so bf16 rides on what fp16 taught.
 UNSEEN_COLUMNS = ("compile_mode", "precision")
+#: What the unseen-kind fallback answers (`fallback_point`): the median training efficiency, or its MAPE point.
+FALLBACK_POINTS = ("median", "mape")
+#: Constructor parameters added after models were registered, with the value that answers as those models did.
+PICKLE_DEFAULTS = {"point_shift": 0.0, "fallback_point": "median", "by_numbers_learner": False}
 # The CNN name of a training row priced as a CNN described by its numbers only: in no kernel profile or PTX table.
 BY_NUMBERS = "<described by its numbers>"
 
@@ -110,7 +115,8 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
     feature names are read the same way.
 
     `unseen_fallback`: a row whose runtime (`compile_mode`) or precision class no training row has gets the bare
-    estimate x the median training efficiency instead of the learned correction. Why: the correction is learnt
+    estimate x the training efficiency (`fallback_point`: the median, or the point that minimises the training
+    rows' MAPE) instead of the learned correction. Why: the correction is learnt
     per kind of run (an INT8 TensorRT engine is not an eager fp16 run), and for a kind it never saw a learner
     returns the correction of whatever it resembles in other columns, which was 113 % off for MLPerf's INT8
     ResNet-50 rows (leave_model_out) where the bare estimate is 39 % off. A rule fixed before any held-out row is
@@ -124,7 +130,8 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
 
     `point_shift`: added to the learned log-efficiency of every row the learner answers (not to the fallback's):
     the point answer MAPE asks for lies below the middle of the error, the more so the wider it is. Set by
-    training from the tuning CV (src/train/point.py); 0 answers the learner's own middle.
+    training from the tuning CV (src/train/point.py); 0 answers the learner's own middle. The fallback's own point
+    is `fallback_point`, read in `fit` from the spread of the training efficiencies (`set_fallback`).
 
     `by_numbers_learner`: also fit a second learner (`by_numbers_regressor_`) on every training row priced by its
     numbers, and answer with it the rows that have no layer profile (a CNN outside the zoo). Why: a share of
@@ -133,13 +140,15 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, regressor: Pipeline, unseen_fallback: bool = False, by_numbers_share: float = 0.0,
-                 random_state: int = 0, by_numbers_learner: bool = False, point_shift: float = 0.0):
+                 random_state: int = 0, by_numbers_learner: bool = False, point_shift: float = 0.0,
+                 fallback_point: str = "median"):
         self.regressor = regressor
         self.unseen_fallback = unseen_fallback
         self.by_numbers_share = by_numbers_share
         self.random_state = random_state
         self.by_numbers_learner = by_numbers_learner
         self.point_shift = point_shift
+        self.fallback_point = fallback_point
 
     def by_numbers(self, X: pd.DataFrame) -> pd.DataFrame:
         """X with a seeded `by_numbers_share` of its rows renamed `BY_NUMBERS` (X itself when the share is 0)."""
@@ -173,9 +182,33 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         # the fallback's efficiency: of the rows priced as they are (a held-out row is), not of the by-numbers share
         named = (np.asarray(X["model_key"], dtype=object) != BY_NUMBERS) if "model_key" in X else np.ones(len(X), bool)
-        self.median_log_efficiency_ = float(np.median(log_eff[named] if named.any() else log_eff))
+        self.set_fallback(log_eff[named] if named.any() else log_eff)
         self.seen_kinds_ = seen_kinds(X)
         return pipe, log_eff
+
+    def __setstate__(self, state: dict) -> None:
+        """A model pickled before a parameter existed gets the value that answers as it did (sklearn's clone and
+        get_params read every constructor parameter)."""
+        for name, value in PICKLE_DEFAULTS.items():
+            state.setdefault(name, value)
+        super().__setstate__(state)
+
+    def set_fallback(self, log_eff: np.ndarray) -> None:
+        """The unseen-kind fallback's log efficiency, from training rows' log efficiencies: their median, or with
+        `fallback_point="mape"` the constant that minimises their MAPE (below the median, as for the learned rows:
+        src/train/point.py). The fallback answers every row of an unseen runtime with one constant, so the point
+        MAPE asks for is read from the spread of all training efficiencies."""
+        rule = getattr(self, "fallback_point", "median") or "median"
+        if rule not in FALLBACK_POINTS:
+            raise ValueError(f"fallback_point: {rule!r} is not one of {list(FALLBACK_POINTS)}")
+        log_eff = np.asarray(log_eff, dtype=float)
+        self.median_log_efficiency_ = float(np.median(log_eff))
+        shift = mape_optimal_shift(self.median_log_efficiency_ - log_eff) if rule == "mape" else 0.0
+        self.fallback_log_efficiency_ = self.median_log_efficiency_ + shift
+
+    def fallback_log_efficiency(self) -> float:
+        """What the fallback answers (a model pickled before `fallback_point`: the median)."""
+        return float(getattr(self, "fallback_log_efficiency_", self.median_log_efficiency_))
 
     def fit(self, X: pd.DataFrame, y, **fit_params):
         named = X
@@ -246,8 +279,8 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         return unseen_masks(X, self.seen_kinds_)
 
     def correction(self, X: Mapping[str, Any], learned: np.ndarray) -> np.ndarray:
-        """The learned log-efficiency plus `point_shift`, with rows of an unseen kind set to the median training
-        efficiency."""
+        """The learned log-efficiency plus `point_shift`, with rows of an unseen kind set to the fallback's
+        (`set_fallback`)."""
         shift = float(getattr(self, "point_shift", 0.0) or 0.0)
         # in the learner's own dtype (XGBoost answers float32), as without a shift: a shift of 0 changes no bit
         out = learned + np.asarray(shift, dtype=np.asarray(learned).dtype) if shift else learned
@@ -255,7 +288,7 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         if not masks:
             return out
         out = np.array(out, dtype=float, copy=True)
-        out[np.logical_or.reduce(list(masks.values()))] = self.median_log_efficiency_
+        out[np.logical_or.reduce(list(masks.values()))] = self.fallback_log_efficiency()
         return out
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:
@@ -272,4 +305,4 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"this model was fitted without its learner (fit_without_learner), but "
                              f"{int(learned.sum())} of {len(X)} rows have a runtime and precision class that "
                              f"training rows had ({self.seen_kinds_}): refit it with fit()")
-        return np.exp(np.full(len(X), self.median_log_efficiency_)) * self.baseline_ms(X)
+        return np.exp(np.full(len(X), self.fallback_log_efficiency())) * self.baseline_ms(X)

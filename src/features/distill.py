@@ -94,16 +94,17 @@ class DistilledBaselineRegressor(PhysicsBaselineRegressor):
     `synthetic_donors`: how the swapped-in block is drawn (DONOR_RULES). The training rows keep their teacher
     labels too, so the tree learns one function, the teacher's, rather than the teacher's between rows and the
     noise at them. Identical rows (a row that drew its own block, twins) are grown on once, weighted by their
-    count (`distinct_rows`). The unseen-kind fallback keeps the median efficiency of the measured rows (priced
-    as named).
+    count (`distinct_rows`). The unseen-kind fallback reads its efficiency (`fallback_point`) from the measured
+    rows (priced as named), not from the teacher's labels.
     """
 
     def __init__(self, regressor, teacher=None, synthetic_blocks: Sequence[Sequence[str]] = (),
                  synthetic_copies: int = 3, unseen_fallback: bool = False, by_numbers_share: float = 0.0,
                  random_state: int = 0, by_numbers_learner: bool = False, synthetic_donors: str = "rows",
-                 point_shift: float = 0.0):
+                 point_shift: float = 0.0, fallback_point: str = "median"):
         super().__init__(regressor, unseen_fallback=unseen_fallback, by_numbers_share=by_numbers_share,
-                         random_state=random_state, by_numbers_learner=by_numbers_learner, point_shift=point_shift)
+                         random_state=random_state, by_numbers_learner=by_numbers_learner, point_shift=point_shift,
+                         fallback_point=fallback_point)
         self.teacher = teacher
         self.synthetic_blocks = synthetic_blocks
         self.synthetic_copies = synthetic_copies
@@ -121,7 +122,7 @@ class DistilledBaselineRegressor(PhysicsBaselineRegressor):
         super().fit(rows, labels, **{**fit_params, "model__sample_weight": counts})
         # the fallback's efficiency is that of the measured rows, as without a teacher (by_numbers_share off)
         measured = np.log(np.asarray(y, dtype=float)) - np.log(self.baseline_ms(X))
-        self.median_log_efficiency_ = float(np.median(measured))
+        self.set_fallback(measured)
         self.n_training_rows_, self.n_synthetic_rows_, self.n_grown_rows_ = len(X), len(synthetic), len(rows)
         return self
 

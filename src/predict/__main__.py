@@ -100,6 +100,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--reuse", action="store_true",
                    help="keep the calibration stored with the model when it is for this run and split and has the "
                         "requested levels and kinds (the pipeline's calibrate stage); otherwise calibrate")
+    c.add_argument("--jobs", type=int, default=1,
+                   help="worker processes fitting the cross-conformal folds (the same calibration, sooner)")
     c.add_argument("--summary", help="also write the coverage and width figures to this JSON file (DVC metrics)")
     c.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="Hydra overrides the model's dataset was built with (e.g. data.max_rows=2000), so that the "
@@ -189,7 +191,7 @@ def _print_calibration(cal: dict) -> None:
 
 def _calibrate_and_store(uri: str, k: int, levels, grouped, max_rows, log_it: bool, out: str,
                          kinds=("row", "gpu", "cnn", "gpu_cnn"), stem: str | None = None, reuse: bool = False,
-                         summary_path: str | None = None, overrides: list[str] | None = None) -> dict:
+                         summary_path: str | None = None, overrides: list[str] | None = None, jobs: int = 1) -> dict:
     from src.predict.calibrate import calibrate_model, log_calibration, reusable, summary
     from src.predict.model import load
 
@@ -200,7 +202,7 @@ def _calibrate_and_store(uri: str, k: int, levels, grouped, max_rows, log_it: bo
               f"{cal['levels']}); kept it")
     else:
         cal, _ = calibrate_model(model, tuple(levels), k, kinds=tuple(kinds), grouped=tuple(grouped),
-                                 max_rows=max_rows, overrides=overrides)
+                                 max_rows=max_rows, overrides=overrides, jobs=jobs)
         if log_it and model.run_id:
             log_calibration(cal, model.run_id)
     stem = stem or f"conformal_{uri.replace(':/', '_').replace('/', '_').replace('@', '_')}"
@@ -218,7 +220,7 @@ def _calibrate_and_store(uri: str, k: int, levels, grouped, max_rows, log_it: bo
 def cmd_calibrate(a: argparse.Namespace) -> int:
     _use_store()
     _calibrate_and_store(a.model_uri, a.k, a.levels, a.grouped, a.max_rows, not a.no_log, a.out, a.kinds, a.stem,
-                         a.reuse, a.summary, a.overrides)
+                         a.reuse, a.summary, a.overrides, a.jobs)
     return 0
 
 

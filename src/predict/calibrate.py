@@ -80,7 +80,7 @@ def _outer_folds(protocol: str, labels: dict[str, pd.Series], k: int, seed: int)
 
 
 def grouped_coverage(template, data: SplitData, protocol: str, levels, k: int = 5, seed: int = 42,
-                     max_outer: int | None = None, progress: bool = True) -> dict:
+                     max_outer: int | None = None, progress: bool = True, jobs: int = 1) -> dict:
     """Nested leave-group-out coverage: for each held-out group, calibrate inside the rest, fit, score it.
 
     protocol: "gpu" (k outer groups of GPUs, calibration by GPU folds inside), "cnn" (k groups of families),
@@ -104,7 +104,7 @@ def grouped_coverage(template, data: SplitData, protocol: str, levels, k: int = 
             continue
         inner = {name: s.iloc[tr].reset_index(drop=True) for name, s in labels.items()}
         cal = conformal.calibrate(template, X.iloc[tr].reset_index(drop=True), y[tr], g_tr, f_tr, tuple(levels),
-                                  (protocol,), k, seed, labels=inner)
+                                  (protocol,), k, seed, labels=inner, jobs=jobs)
         model = clone(template).fit(X.iloc[tr], y[tr])
         pred = np.asarray(model.predict(X.iloc[te]), dtype=float)
         name = ",".join(sorted(labels[protocol].iloc[te].unique()))[:80]
@@ -147,8 +147,9 @@ def check_run_split(model: LoadedModel, data: SplitData) -> None:
 
 def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kinds=conformal.NOVELTY,
                     grouped: tuple[str, ...] = (), max_rows: int | None = None, progress: bool = True,
-                    overrides: list[str] | None = None) -> tuple[dict, SplitData]:
-    """Calibration JSON for a loaded model (training part only) + its test-split and excluded-rows coverage."""
+                    overrides: list[str] | None = None, jobs: int = 1) -> tuple[dict, SplitData]:
+    """Calibration JSON for a loaded model (training part only) + its test-split and excluded-rows coverage;
+    `jobs` worker processes fit the cross-conformal folds."""
     t0 = time.perf_counter()
     excluded = list(model.meta.get("excluded_families", []))
     data = load_split(model.meta.get("features", "engineered"), excluded, overrides,
@@ -165,7 +166,7 @@ def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kin
     tr = data.train
     template = clone(model.pipeline)
     cal = conformal.calibrate(template, X.iloc[tr].reset_index(drop=True), y[tr], gpu.iloc[tr], fam.iloc[tr],
-                              tuple(levels), tuple(kinds), k, seed, progress)
+                              tuple(levels), tuple(kinds), k, seed, progress, jobs=jobs)
     cal.update({
         "model_uri": model.uri, "run_id": model.run_id, "features": model.meta.get("features"),
         "split_fingerprint": data.fingerprint(),
@@ -179,7 +180,7 @@ def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kin
     cal["test_gpu_ranking"] = ranking_agreement(test, test["target"].to_numpy(dtype=float),
                                                 model.pipeline.predict(test[data.cols]))
     cal["excluded_family_coverage"] = excluded_coverage(model.pipeline, data, cal, levels)
-    cal["grouped_coverage"] = {p: grouped_coverage(template, data, p, levels, k, seed, progress=progress)
+    cal["grouped_coverage"] = {p: grouped_coverage(template, data, p, levels, k, seed, progress=progress, jobs=jobs)
                                for p in grouped}
     cal["seconds"] = time.perf_counter() - t0
     return cal, data

@@ -104,7 +104,9 @@ def build_model(model_cfg: dict, feat_cfg: dict, ptx_features: list[str], params
             raise ValueError("target.baseline=physics models log(target / estimate): set target.log=true")
         common = {"regressor": pipe, "unseen_fallback": bool(target_cfg.get("unseen_fallback")),
                   "by_numbers_share": float(target_cfg.get("by_numbers_share") or 0.0),
-                  "random_state": int(target_cfg.get("by_numbers_seed") or 0)}
+                  "random_state": int(target_cfg.get("by_numbers_seed") or 0),
+                  # the point the unseen-kind fallback answers follows `target.point` (src/train/point.py)
+                  "fallback_point": str(target_cfg.get("point") or "median")}
         if not distill:
             return PhysicsBaselineRegressor(**common)
         if teacher is None:

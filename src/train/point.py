@@ -19,29 +19,14 @@ an apparent and an out-of-sample error: shift = 0.368 x train + 0.632 x oof.
 
 from __future__ import annotations
 
-import numpy as np
+from src.features.mape_point import mape_optimal_shift
 
 #: Efron's weight of the out-of-sample estimate; the in-sample one gets 1 - OOF_WEIGHT.
 OOF_WEIGHT = 0.632
 #: The point rules a target config may name (`target.point`): `median` keeps the learner's answer, `mape` shifts it.
 POINT_RULES = ("median", "mape")
 
-
-def mape_optimal_shift(log_ratio: np.ndarray) -> float:
-    """The log shift c minimising mean |exp(r + c) - 1| over log(predicted / measured) ratios r.
-
-    Exact: with u = exp(c), sum_i |u exp(r_i) - 1| = sum_i exp(r_i) |u - exp(-r_i)|, so u is the median of
-    exp(-r_i) weighted by exp(r_i) (lower weighted median)."""
-    r = np.asarray(log_ratio, dtype=float).ravel()
-    if r.size == 0:
-        raise ValueError("mape_optimal_shift: no ratios")
-    if not np.isfinite(r).all():
-        raise ValueError(f"mape_optimal_shift: {int((~np.isfinite(r)).sum())} of {r.size} log ratios are not finite")
-    order = np.argsort(-r)  # ascending exp(-r)
-    weights = np.exp(r[order])
-    cum = np.cumsum(weights)
-    k = int(np.searchsorted(cum, 0.5 * cum[-1]))
-    return float(-r[order][k])
+__all__ = ["OOF_WEIGHT", "POINT_RULES", "blended_shift", "check_rule", "mape_optimal_shift"]
 
 
 def blended_shift(train_shift: float, oof_shift: float) -> float:

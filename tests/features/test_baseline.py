@@ -39,15 +39,25 @@ def test_unseen_runtime_and_precision_class_fall_back(fitted):
     assert c["target"]["unseen_fallback"] is True and model.unseen_fallback
     base = model.baseline_ms(X)
     learned = np.exp(model.regressor_.predict(X)) * base
-    median = np.exp(model.median_log_efficiency_) * base
+    fallback = np.exp(model.fallback_log_efficiency_) * base
     pred = model.predict(X)
     # eager amp_fp16 and bf16 (the 16-bit tensor-core class amp_fp16 taught) keep the learned correction
     assert pred[[0, 2]] == pytest.approx(learned[[0, 2]], rel=1e-12)
-    # TensorRT and int8, which no training row has, get the bare estimate x the median training efficiency
-    assert pred[[1, 3]] == pytest.approx(median[[1, 3]], rel=1e-12)
-    assert not np.allclose(learned[[1, 3]], median[[1, 3]])  # and that is a change
+    # TensorRT and int8, which no training row has, get the bare estimate x the fallback's training efficiency
+    assert pred[[1, 3]] == pytest.approx(fallback[[1, 3]], rel=1e-12)
+    assert not np.allclose(learned[[1, 3]], fallback[[1, 3]])  # and that is a change
     y = df["target"].to_numpy(dtype=float)
-    assert model.median_log_efficiency_ == pytest.approx(float(np.median(np.log(y / model.baseline_ms(df[cols])))))
+    log_eff = np.log(y / model.baseline_ms(df[cols]))
+    assert model.median_log_efficiency_ == pytest.approx(float(np.median(log_eff)))
+    # target.point=mape (the default): the fallback answers the MAPE point of the training efficiencies, below
+    # their median; checked against a grid search of the training rows' MAPE
+    assert c["target"]["point"] == "mape" and model.fallback_point == "mape"
+    def training_mape(level):
+        return np.mean(np.abs(np.exp(level - log_eff) - 1))
+
+    grid = model.median_log_efficiency_ + np.linspace(-4.0, 1.0, 5001)
+    assert training_mape(model.fallback_log_efficiency_) <= min(map(training_mape, grid)) + 1e-12
+    assert model.fallback_log_efficiency_ < model.median_log_efficiency_
     masks = model.unseen(X)
     assert list(masks["compile_mode"]) == [False, True, False, False]
     assert list(masks["precision"]) == [False, False, False, True]
@@ -82,6 +92,41 @@ def test_a_zero_shift_keeps_the_learners_dtype_and_bits(fitted):
     shifted = copy.copy(model).set_params(point_shift=-0.05).correction(seen, learned)
     assert shifted.dtype == np.float32
     np.testing.assert_allclose(shifted, learned - 0.05, rtol=1e-6)
+
+
+def test_fallback_point_median_keeps_the_median_and_a_bad_rule_is_refused(fitted):
+    c, df, cols, model, X = fitted
+    y = df["target"].to_numpy(dtype=float)
+    median = clone(model).set_params(fallback_point="median").fit(df[cols], y)
+    assert median.fallback_log_efficiency_ == median.median_log_efficiency_ == model.median_log_efficiency_
+    pred = median.predict(X)
+    np.testing.assert_allclose(pred[[1, 3]], np.exp(median.median_log_efficiency_) * median.baseline_ms(X)[[1, 3]],
+                               rtol=1e-12)
+    # the learned rows do not depend on the fallback's point
+    np.testing.assert_allclose(pred[[0, 2]], model.predict(X)[[0, 2]], rtol=1e-12)
+    with pytest.raises(ValueError, match="fallback_point: 'mean'"):
+        clone(model).set_params(fallback_point="mean").fit(df[cols], y)
+    # a model pickled before `fallback_point` answers the median
+    old = copy.copy(model)
+    del old.fallback_log_efficiency_
+    assert old.fallback_log_efficiency() == model.median_log_efficiency_
+
+
+def test_a_model_pickled_before_its_newer_parameters_clones_and_answers_as_before(fitted):
+    """Registered models predate `point_shift` / `fallback_point`: unpickled, they get the values that answer as
+    they did, so calibrating them (sklearn clone -> get_params) works."""
+    import pickle
+
+    _, df, cols, model, X = fitted
+    old = copy.copy(model)
+    for name in ("point_shift", "fallback_point", "fallback_log_efficiency_"):
+        old.__dict__.pop(name)
+    back = pickle.loads(pickle.dumps(old))
+    assert back.point_shift == 0.0 and back.fallback_point == "median"
+    assert clone(back).get_params()["fallback_point"] == "median"
+    pred = back.predict(X)
+    np.testing.assert_allclose(pred[[1, 3]], np.exp(model.median_log_efficiency_) * model.baseline_ms(X)[[1, 3]],
+                               rtol=1e-12)
 
 
 def test_fallback_off_keeps_the_learned_correction(fitted):

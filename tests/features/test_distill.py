@@ -17,6 +17,7 @@ from src.features.distill import (
     swap_blocks,
 )
 from src.features.engineer import input_columns
+from src.features.mape_point import mape_optimal_shift
 from src.train.estimators import inner_pipeline, swap_block_columns
 from src.train.fit import fit_model, make_model, ptx_columns
 from src.train.metrics import mape
@@ -135,8 +136,12 @@ def test_the_decision_tree_is_grown_on_its_teachers_answers(tiny_config):
     # it reproduces the teacher on its training rows far closer than the measurements
     teacher = make_model(c, None, ptx_columns(c, df), "xgb").fit(X, y)
     assert mape(teacher.predict(X), model.predict(X)) < mape(y, model.predict(X)) + 1e-9
-    # its unseen-runtime fallback keeps the measured rows' median efficiency, as the plain tree's
-    assert model.median_log_efficiency_ == pytest.approx(float(np.median(np.log(y / model.baseline_ms(X)))))
+    # its unseen-runtime fallback reads the measured rows' efficiencies, not the teacher's labels, as the plain
+    # tree's: their median, and the point that minimises their MAPE (target.point=mape)
+    log_eff = np.log(y / model.baseline_ms(X))
+    assert model.median_log_efficiency_ == pytest.approx(float(np.median(log_eff)))
+    assert model.fallback_log_efficiency_ == pytest.approx(
+        model.median_log_efficiency_ + mape_optimal_shift(model.median_log_efficiency_ - log_eff))
     # the plain CART tree stays one override away
     plain = fit_model({**c, "model": {**c["model"], "distill": None}}, df)
     assert type(plain).__name__ == "PhysicsBaselineRegressor"

@@ -91,3 +91,25 @@ def test_cli_calibrates_once_then_reuses(holdout_model, real_overrides, tmp_path
     assert main([*common, "--kinds", "cnn", "--stem", "third", *real_overrides]) == 0
     assert "kept it" not in capsys.readouterr().out
     assert list(json.loads((tmp_path / "third.json").read_text())["quantiles"]) == ["cnn"]
+
+
+def test_parallel_fold_fits_give_the_same_scores(holdout_model, real_overrides):
+    """The stage fits the cross-conformal folds in worker processes (`--jobs`): the scores are those of one process."""
+    import numpy as np
+    from sklearn.base import clone
+
+    from src.predict import conformal
+    from src.predict.data import load_split
+    from src.predict.model import load
+
+    model = load(holdout_model["registered"])
+    data = load_split(model.meta["features"], ["densenet"], real_overrides, 8000)
+    part = data.df.iloc[data.train[:3000]].reset_index(drop=True)
+    X, y = part[data.cols], part["target"].to_numpy(dtype=float)
+    args = (clone(model.pipeline), X, y, ("row", "gpu"), part["gpu"].astype(str), part["family"].astype(str), 2, 7)
+    one, two = conformal.all_oof_scores(*args, jobs=1), conformal.all_oof_scores(*args, jobs=2)
+    assert list(one) == ["row", "gpu"] and all(len(one[k]) == len(X) for k in one)
+    for kind in one:
+        np.testing.assert_array_equal(one[kind], two[kind])
+    # one kind alone is the same as that kind among others
+    np.testing.assert_array_equal(conformal.oof_scores(args[0], X, y, "gpu", args[4], args[5], 2, 7), one["gpu"])

@@ -40,9 +40,11 @@ def test_a_fold_the_fallback_answers_entirely_is_not_tuned(trainer):
     study, chosen, model, pred, _, n_trials = fit(tr, ~compiled, compiled, "runtime_unseen")
     assert n_trials == 1 and len(study.trials) == 1
     assert chosen.params == tr.c["model"]["warm_start"]
-    # and its held-out predictions are the fallback's: the bare estimate x the median training efficiency
+    # and its held-out predictions are the fallback's: the bare estimate x the training efficiency at the MAPE
+    # point (target.point=mape), below the median
     X = tr.X.iloc[np.flatnonzero(compiled)]
-    np.testing.assert_allclose(pred, np.exp(model.median_log_efficiency_) * model.baseline_ms(X), rtol=1e-12)
+    np.testing.assert_allclose(pred, np.exp(model.fallback_log_efficiency_) * model.baseline_ms(X), rtol=1e-12)
+    assert model.fallback_log_efficiency_ < model.median_log_efficiency_
 
 
 def test_a_fold_with_one_row_the_learner_answers_gets_the_full_budget(trainer):
