@@ -41,7 +41,8 @@ def cv_mape(make_model: Callable[[dict], object], params: dict, X: pd.DataFrame,
     """Mean validation MAPE over the splits; reports after each fold so the pruner can stop bad trials.
 
     A trial that completes every fold also records the MAPE-optimal log shift of its pooled out-of-fold
-    predictions (`OOF_SHIFT_ATTR`), which the chosen trial hands to the final model (src/train/point.py)."""
+    predictions (`OOF_SHIFT_ATTR`), which the chosen trial hands to the final model (src/train/point.py): of the
+    rows its learner answered, as the shift moves only those (`learner_rows`)."""
     scores, log_ratios = [], []
     for k, (tr, va) in enumerate(splits):
         model = make_model(params)
@@ -52,15 +53,27 @@ def cv_mape(make_model: Callable[[dict], object], params: dict, X: pd.DataFrame,
         score = mape(y[va], pred) if np.all(np.isfinite(pred)) else math.inf
         scores.append(score)
         if math.isfinite(score) and np.all(pred > 0) and np.all(y[va] > 0):
-            log_ratios.append(np.log(pred / y[va]))
+            # the shift moves the learner's answers only: rows the unseen-kind fallback answers do not vote
+            log_ratios.append(np.log(pred / y[va])[learner_rows(model, X.iloc[va])])
         if trial is not None:
             trial.set_user_attr(FOLD_SCORES_ATTR, [float(v) for v in scores])
             trial.report(float(np.mean(scores)), k)
             if trial.should_prune():
                 raise optuna.TrialPruned()
     if trial is not None and len(log_ratios) == len(splits):
-        trial.set_user_attr(OOF_SHIFT_ATTR, mape_optimal_shift(np.concatenate(log_ratios)))
+        pooled = np.concatenate(log_ratios)
+        # no validation row the learner answered: no evidence for a shift
+        trial.set_user_attr(OOF_SHIFT_ATTR, mape_optimal_shift(pooled) if pooled.size else 0.0)
     return float(np.mean(scores))
+
+
+def learner_rows(model, X: pd.DataFrame) -> np.ndarray:
+    """Rows a fitted model answers with its learner: all but those of a kind no training row had (the efficiency
+    target's fallback, src/features/baseline.py), which the point shift does not move."""
+    masks = model.unseen(X) if hasattr(model, "unseen") else {}
+    if not masks:
+        return np.ones(len(X), dtype=bool)
+    return ~np.logical_or.reduce(list(masks.values()))
 
 
 def create_study(name: str, storage: str, seed: int, resume: bool = False) -> optuna.Study:

@@ -153,3 +153,44 @@ def test_incumbent_keeps_the_warm_start_unless_a_trial_beats_it_by_more_than_its
     assert select_trial(_with_warm_start([16.0, 20.0], [[30.0, 31.0]]), rule, SPACE).number == 0
     study = study_of([(20, 2, [30.0, 32.0]), (34, 1, [20.0, 35.6])])
     assert select_trial(study, rule, SPACE).number == 1
+
+
+def test_the_out_of_fold_shift_is_read_from_the_rows_the_learner_answers():
+    """Rows the unseen-kind fallback answers are not moved by the shift, so they do not vote for it."""
+
+    class FallbackTree(DecisionTreeRegressor):
+        """A tree whose `unseen` marks rows with b == 1 (as the efficiency target's fallback marks a runtime)."""
+
+        def unseen(self, X):
+            return {"b": X["b"].to_numpy() == 1}
+
+        def predict(self, X):
+            out = super().predict(X[["a"]])
+            return np.where(X["b"].to_numpy() == 1, out * 3.0, out)  # a far-off fallback answer
+
+        def fit(self, X, y):
+            return super().fit(X[["a"]], y)
+
+    rng = np.random.default_rng(2)
+    X = pd.DataFrame({"a": rng.uniform(1, 2, 300), "b": (np.arange(300) % 5 == 0).astype(int)})
+    y = (X["a"] * 3).to_numpy() * np.exp(rng.normal(0, 0.3, 300))
+    idx = np.arange(300)
+    splits = [(idx[idx % 3 != k], idx[idx % 3 == k]) for k in range(3)]
+
+    def make(params):
+        return FallbackTree(random_state=0, **params)
+
+    study = optuna.create_study(direction="minimize")
+    study.optimize(lambda t: cv_mape(make, {"max_depth": 2}, X, y, splits, t), n_trials=1)
+    learned = []
+    for tr, va in splits:
+        m = make({"max_depth": 2}).fit(X.iloc[tr], y[tr])
+        keep = X["b"].to_numpy()[va] == 0
+        learned.append(np.log(m.predict(X.iloc[va]) / y[va])[keep])
+    shift = study.trials[0].user_attrs[OOF_SHIFT_ATTR]
+    assert shift == pytest.approx(mape_optimal_shift(np.concatenate(learned)), abs=1e-12)
+    # with every validation row answered by the fallback there is nothing to read: no shift
+    X1 = X.assign(b=1)
+    study = optuna.create_study(direction="minimize")
+    study.optimize(lambda t: cv_mape(make, {"max_depth": 2}, X1, y, splits, t), n_trials=1)
+    assert study.trials[0].user_attrs[OOF_SHIFT_ATTR] == 0.0
