@@ -106,21 +106,31 @@ def test_cv_mape_records_each_folds_score_on_the_trial_and_the_frame_marks_the_s
         [round(v, 6) for v in t.user_attrs[FOLD_SCORES_ATTR]] for t in study.trials]
 
 
-def test_cv_mape_records_the_mape_optimal_shift_of_the_pooled_out_of_fold_predictions():
-    rng = np.random.default_rng(1)
-    X = pd.DataFrame({"a": rng.uniform(1, 2, 300)})
+def _noisy_rows(seed: int) -> tuple[pd.DataFrame, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    """300 rows with a 30 % log-normal error, a flag column `b` on every fifth row, and 3 interleaved CV splits."""
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame({"a": rng.uniform(1, 2, 300), "b": (np.arange(300) % 5 == 0).astype(int)})
     y = (X["a"] * 3).to_numpy() * np.exp(rng.normal(0, 0.3, 300))
     idx = np.arange(300)
-    splits = [(idx[idx % 3 != k], idx[idx % 3 == k]) for k in range(3)]
+    return X, y, [(idx[idx % 3 != k], idx[idx % 3 == k]) for k in range(3)]
+
+
+def _recorded_shift(make, X: pd.DataFrame, y: np.ndarray, splits) -> float:
+    study = optuna.create_study(direction="minimize")
+    study.optimize(lambda t: cv_mape(make, {"max_depth": 2}, X, y, splits, t), n_trials=1)
+    return study.trials[0].user_attrs[OOF_SHIFT_ATTR]
+
+
+def test_cv_mape_records_the_mape_optimal_shift_of_the_pooled_out_of_fold_predictions():
+    X, y, splits = _noisy_rows(1)
+    X = X[["a"]]
 
     def make(params):
         return DecisionTreeRegressor(random_state=0, **params)
 
-    study = optuna.create_study(direction="minimize")
-    study.optimize(lambda t: cv_mape(make, {"max_depth": 2}, X, y, splits, t), n_trials=1)
     oof = np.concatenate([np.log(make({"max_depth": 2}).fit(X.iloc[tr], y[tr]).predict(X.iloc[va]) / y[va])
                           for tr, va in splits])
-    shift = study.trials[0].user_attrs[OOF_SHIFT_ATTR]
+    shift = _recorded_shift(make, X, y, splits)
     assert shift == pytest.approx(mape_optimal_shift(oof), abs=1e-12)
     assert shift < -0.03  # wide errors: the MAPE point lies below the middle
 
@@ -171,26 +181,17 @@ def test_the_out_of_fold_shift_is_read_from_the_rows_the_learner_answers():
         def fit(self, X, y):
             return super().fit(X[["a"]], y)
 
-    rng = np.random.default_rng(2)
-    X = pd.DataFrame({"a": rng.uniform(1, 2, 300), "b": (np.arange(300) % 5 == 0).astype(int)})
-    y = (X["a"] * 3).to_numpy() * np.exp(rng.normal(0, 0.3, 300))
-    idx = np.arange(300)
-    splits = [(idx[idx % 3 != k], idx[idx % 3 == k]) for k in range(3)]
+    X, y, splits = _noisy_rows(2)
 
     def make(params):
         return FallbackTree(random_state=0, **params)
 
-    study = optuna.create_study(direction="minimize")
-    study.optimize(lambda t: cv_mape(make, {"max_depth": 2}, X, y, splits, t), n_trials=1)
     learned = []
     for tr, va in splits:
         m = make({"max_depth": 2}).fit(X.iloc[tr], y[tr])
         keep = X["b"].to_numpy()[va] == 0
         learned.append(np.log(m.predict(X.iloc[va]) / y[va])[keep])
-    shift = study.trials[0].user_attrs[OOF_SHIFT_ATTR]
+    shift = _recorded_shift(make, X, y, splits)
     assert shift == pytest.approx(mape_optimal_shift(np.concatenate(learned)), abs=1e-12)
     # with every validation row answered by the fallback there is nothing to read: no shift
-    X1 = X.assign(b=1)
-    study = optuna.create_study(direction="minimize")
-    study.optimize(lambda t: cv_mape(make, {"max_depth": 2}, X1, y, splits, t), n_trials=1)
-    assert study.trials[0].user_attrs[OOF_SHIFT_ATTR] == 0.0
+    assert _recorded_shift(make, X.assign(b=1), y, splits) == 0.0
