@@ -186,10 +186,11 @@ def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kin
     return cal, data
 
 
-def reusable(cal: dict | None, model: LoadedModel, levels, kinds) -> bool:
+def reusable(cal: dict | None, model: LoadedModel, levels, kinds, k: int | None = None) -> bool:
     """Whether the calibration stored with the model already answers for it: the same run (whose rows register
-    checked against the data), every requested level and novelty kind. The pipeline's calibrate stage runs on every
-    `dvc repro` (its real input, the registry, is outside DVC) and refits only when the champion changed."""
+    checked against the data), the same K (when given) and every requested level and novelty kind. The pipeline's
+    calibrate stage runs on every `dvc repro` (its real input, the registry, is outside DVC) and refits only when the
+    champion changed; the same K keeps its report what a fresh clone's pipeline writes."""
     if not cal or not model.run_id or cal.get("run_id") != model.run_id:
         return False
     expected = model.meta.get("split_fingerprint")
@@ -197,7 +198,8 @@ def reusable(cal: dict | None, model: LoadedModel, levels, kinds) -> bool:
         return False
     have_levels = {f"{float(lv):.2f}" for lv in cal.get("levels", [])}
     quantiles = cal.get("quantiles", {})
-    return ({f"{float(lv):.2f}" for lv in levels} <= have_levels
+    same_k = k is None or int(cal.get("k", -1)) == int(k)
+    return (same_k and {f"{float(lv):.2f}" for lv in levels} <= have_levels
             and all(kind in quantiles for kind in kinds))
 
 

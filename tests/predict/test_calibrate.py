@@ -31,6 +31,7 @@ def test_reusable_only_for_the_same_run_levels_and_kinds():
     assert not reusable(CAL, _model(None), [0.9], ["row"])
     assert not reusable(CAL, _model(), [0.95], ["row"])  # a level it lacks
     assert not reusable(CAL, _model(), [0.9], ["row", "cnn"])  # a kind it lacks
+    assert reusable(CAL, _model(), [0.9], ["row"], k=3) and not reusable(CAL, _model(), [0.9], ["row"], k=2)
     # a model that names its split (fit-holdout) must name the calibration's
     assert reusable(CAL, _model(meta={"split_fingerprint": "abc"}), [0.9], ["row"])
     assert not reusable(CAL, _model(meta={"split_fingerprint": "xyz"}), [0.9], ["row"])
@@ -86,6 +87,7 @@ def test_cli_calibrates_once_then_reuses(holdout_model, real_overrides, tmp_path
     assert "kept it" in second and "logged to run" in first
     a, b = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("first", "second"))
     assert a == b and a["k"] == 2 and list(a["quantiles"]) == ["row"]
+    assert "run_id" not in a and "seconds" not in a  # the report is the same bytes for the same calibration
     s = json.loads((tmp_path / "s2.json").read_text())
     assert 0 < s["test_coverage"]["0.90"] <= 1 and s["width_factor"]["row"]["0.90"] > 1
     assert main([*common, "--kinds", "cnn", "--stem", "third", *real_overrides]) == 0
