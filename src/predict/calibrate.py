@@ -20,6 +20,7 @@ from sklearn.base import clone
 from tqdm.auto import tqdm
 
 from src.evaluate.ranking import ranking_agreement
+from src.features.intervals import CALIBRATION_FILE
 from src.predict import conformal
 from src.predict.data import SplitData, load_split
 from src.predict.model import CONFORMAL_ARTIFACT, LoadedModel
@@ -227,3 +228,23 @@ def log_calibration(cal: dict, run_id: str) -> None:
         p = Path(tmp) / Path(CONFORMAL_ARTIFACT).name
         p.write_text(json.dumps(cal, indent=2, default=float))
         MlflowClient().log_artifact(run_id, str(p), artifact_path=str(Path(CONFORMAL_ARTIFACT).parent))
+
+
+def serve_calibration(cal: dict, model: LoadedModel) -> bool:
+    """Put the calibration into the served model's folder (artifacts/conformal.json of its MLflow logged model),
+    where `mlflow models serve` reads it (src/features/served.py), unless the folder holds it already. False for a
+    model that is not an MLflow logged model (a local folder) or already holds it; True once it is written.
+
+    Why after logging: the calibration refits the logged model on its training part, so it exists only once the
+    model does; the registered version keeps pointing at the same logged model, which now answers with intervals."""
+    from mlflow.tracking import MlflowClient
+
+    text = json.dumps(cal, indent=2, default=float, sort_keys=True)
+    if not model.model_id or (model.served_conformal is not None
+                              and json.dumps(model.served_conformal, indent=2, default=float, sort_keys=True) == text):
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / CALIBRATION_FILE
+        p.write_text(text)
+        MlflowClient().log_model_artifact(model.model_id, str(p), artifact_path="artifacts")
+    return True

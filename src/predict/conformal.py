@@ -26,8 +26,9 @@ from sklearn.base import clone
 from sklearn.model_selection import GroupKFold, KFold
 from tqdm.auto import tqdm
 
-LEVELS = (0.8, 0.9)
-NOVELTY = ("row", "gpu", "cnn", "gpu_cnn")
+# Which quantile a query row gets, and the levels, are shared with the served model (it carries src/features only).
+from src.features.intervals import LEVELS, NOVELTY, novelty, pick_q  # noqa: F401 - this module's API too
+
 # Kinds that need labels beyond GPU and family (passed as `labels`): model_key, and architecture names.
 GROUPED_KINDS = ("model", "arch")
 # GPU architectures oldest first (names of src.train.protocols.ARCHITECTURES).
@@ -168,25 +169,3 @@ def calibrate(template, X: pd.DataFrame, y: np.ndarray, gpu: pd.Series, cnn: pd.
     return {"method": "cross-conformal, K-fold out-of-fold |log error| within the training part",
             "k": k, "seed": seed, "levels": [float(lv) for lv in levels], "quantiles": quantiles,
             "n_scores": counts, "median_score": med}
-
-
-def novelty(gpu_seen: bool, cnn_seen: bool) -> str:
-    if gpu_seen and cnn_seen:
-        return "row"
-    if cnn_seen:
-        return "gpu"
-    if gpu_seen:
-        return "cnn"
-    return "gpu_cnn"
-
-
-def pick_q(cal: dict, kind: str, level: float) -> float:
-    """The quantile for a novelty kind; falls back to the most conservative calibrated kind if absent."""
-    key = f"{level:.2f}"
-    qs = cal["quantiles"]
-    if kind in qs and key in qs[kind] and np.isfinite(qs[kind][key]):
-        return float(qs[kind][key])
-    finite = [v[key] for v in qs.values() if key in v and np.isfinite(v[key])]
-    if not finite:
-        raise KeyError(f"no calibrated quantile at level {key}; calibrated: {qs}")
-    return float(max(finite))

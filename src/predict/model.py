@@ -32,6 +32,10 @@ class LoadedModel:
     run_id: str | None
     conformal: dict | None
     load_seconds: float = 0.0
+    # the MLflow logged model (MLflow 3 `models:/m-...`) and the calibration its folder holds, which is what
+    # `mlflow models serve` answers with (src/features/intervals.py); None for a local folder / none there yet
+    model_id: str | None = None
+    served_conformal: dict | None = None
 
 
 def read_conformal(run_id: str | None, path: str | None = None) -> dict | None:
@@ -67,4 +71,5 @@ def load(uri: str, conformal_path: str | None = None) -> LoadedModel:
                                  "src.features.served.log_pyfunc")
     run_id = getattr(pm.metadata, "run_id", None)
     return LoadedModel(uri, py.pipeline, py.meta, py.gpus, run_id, read_conformal(run_id, conformal_path),
-                       time.perf_counter() - t0)
+                       time.perf_counter() - t0, getattr(pm.metadata, "model_id", None),
+                       getattr(py, "conformal", None))

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from src.features.engineer import engineer
+from src.features.intervals import cnn_key
 from src.features.served import predict_frame
 from src.predict import conformal
 from src.predict.cnn import CnnFeatures
@@ -102,8 +103,8 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
     train_gpus = set(cal.get("train_gpus", [])) if cal else set(model.meta.get("training_gpus") or [])
     out["gpu_in_training"] = out["gpu"].isin(train_gpus) if train_gpus else np.nan
     if cnn_seen is None:
-        keys = {k.lower() for k in (cal.get("train_model_keys", []) if cal else [])}
-        cnn_seen = cnn.name.lower().replace("-", "_") in keys
+        keys = {cnn_key(k) for k in (cal.get("train_model_keys", []) if cal else [])}
+        cnn_seen = cnn_key(cnn.name) in keys
     if cal:
         kinds = [conformal.novelty(bool(g), bool(cnn_seen)) for g in out["gpu_in_training"]]
         qs = np.array([conformal.pick_q(cal, k, level) for k in kinds])

@@ -1,0 +1,91 @@
+"""The conformal interval of a served answer: which calibration a request row gets (its novelty) and its bounds.
+
+Why here and not in src/predict: the served pyfunc carries only src/features, and `mlflow models serve` must
+answer with the same intervals as `python -m src.predict`. The calibration itself (cross-conformal fits on the
+model's training part) is src/predict/conformal.py; the `calibrate` stage puts its JSON into the served model's
+folder (`CALIBRATION_FILE` beside the pipeline), where `CnnPerfModel.load_context` finds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+#: Nominal levels every calibration holds and every served answer carries bounds for.
+LEVELS = (0.8, 0.9)
+#: Which rows of the calibration a request row resembles: a known GPU and CNN ("row"), a GPU the calibration's
+#: training part lacks ("gpu"), a CNN it lacks ("cnn"), or both ("gpu_cnn").
+NOVELTY = ("row", "gpu", "cnn", "gpu_cnn")
+#: The calibration's file name in the served model's artifacts folder.
+CALIBRATION_FILE = "conformal.json"
+#: `interval_kind` of an answer from a model that holds no calibration (its bounds are NaN).
+UNCALIBRATED = "uncalibrated"
+
+
+def novelty(gpu_seen: bool, cnn_seen: bool) -> str:
+    if gpu_seen and cnn_seen:
+        return "row"
+    if cnn_seen:
+        return "gpu"
+    if gpu_seen:
+        return "cnn"
+    return "gpu_cnn"
+
+
+def pick_q(cal: Mapping[str, Any], kind: str, level: float) -> float:
+    """The quantile for a novelty kind; falls back to the most conservative calibrated kind if absent."""
+    key = f"{level:.2f}"
+    qs = cal["quantiles"]
+    if kind in qs and key in qs[kind] and np.isfinite(qs[kind][key]):
+        return float(qs[kind][key])
+    finite = [v[key] for v in qs.values() if key in v and np.isfinite(v[key])]
+    if not finite:
+        raise KeyError(f"no calibrated quantile at level {key}; calibrated: {qs}")
+    return float(max(finite))
+
+
+def cnn_key(name: Any) -> str:
+    """A CNN name as the calibration's `train_model_keys` are compared: case and '-' vs '_' do not matter."""
+    return str(name).lower().replace("-", "_")
+
+
+def bound_columns(output: str, levels: tuple[float, ...] = LEVELS) -> list[str]:
+    """Answer columns of the bounds, e.g. latency_ms_lo_90, latency_ms_hi_90 (in the output's unit)."""
+    return [f"{output}_{side}_{round(lv * 100)}" for lv in levels for side in ("lo", "hi")]
+
+
+def interval_columns(cal: Mapping[str, Any] | None, output: str, pred: np.ndarray, gpus: np.ndarray,
+                     model_keys: np.ndarray | None) -> dict[str, np.ndarray]:
+    """`interval_kind` and the bounds at every level of LEVELS for predictions `pred` of rows naming `gpus` and
+    CNNs `model_keys` (None: the request names no CNN, so none counts as seen).
+
+    The kind is the row's novelty against the calibration's training part (`train_gpus`, `train_model_keys`);
+    a level the calibration lacks, or no calibration at all, leaves its bounds NaN."""
+    pred = np.asarray(pred, dtype=float)
+    n = len(pred)
+    out: dict[str, np.ndarray] = {}
+    if not cal:
+        out["interval_kind"] = np.full(n, UNCALIBRATED, dtype=object)
+        out.update({c: np.full(n, np.nan) for c in bound_columns(output)})
+        return out
+    gpu_seen = np.isin(np.asarray(gpus).astype(str), np.array(cal.get("train_gpus", []), dtype=str))
+    if model_keys is None:
+        cnn_seen = np.zeros(n, dtype=bool)
+    else:
+        known = np.array(sorted({cnn_key(k) for k in cal.get("train_model_keys", [])}), dtype=object)
+        cnn_seen = np.isin(np.array([cnn_key(k) for k in np.asarray(model_keys).tolist()], dtype=object), known)
+    kinds = np.array([novelty(g, c) for g, c in zip(gpu_seen.tolist(), cnn_seen.tolist(), strict=True)],
+                     dtype=object)
+    out["interval_kind"] = kinds
+    for lv in LEVELS:
+        q = np.full(n, np.nan)
+        for kind in np.unique(kinds).tolist():
+            try:
+                q[kinds == kind] = pick_q(cal, kind, lv)
+            except KeyError:
+                pass  # a calibration without this level: its bounds stay NaN
+        lo, hi = bound_columns(output, (lv,))
+        out[lo], out[hi] = pred * np.exp(-q), pred * np.exp(q)
+    return out

@@ -1,0 +1,59 @@
+"""The served answer's conformal interval: the novelty kind of each request row and its bounds, and reading the
+calibration file the `calibrate` stage puts into the model's folder."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from src.features.intervals import UNCALIBRATED, bound_columns, interval_columns, pick_q
+from src.features.served import read_calibration
+
+CAL = {"levels": [0.8, 0.9], "train_gpus": ["GeForce RTX 4090", "A100 SXM4 80 GB"],
+       "train_model_keys": ["resnet50", "efficientnet_b0"],
+       "quantiles": {"row": {"0.80": 0.1, "0.90": 0.2}, "gpu": {"0.80": 0.3, "0.90": 0.5},
+                     "cnn": {"0.80": 0.25, "0.90": math.inf}, "gpu_cnn": {"0.80": 0.4, "0.90": 0.7}}}
+
+
+def test_each_row_gets_the_quantile_of_its_novelty():
+    pred = np.array([10.0, 10.0, 4.0, 2.0])
+    gpus = np.array(["GeForce RTX 4090", "H200 SXM 141 GB", "A100 SXM4 80 GB", "L4"], dtype=object)
+    keys = np.array(["ResNet50", "resnet50", "my_cnn", "efficientnet-b0x"], dtype=object)
+    out = interval_columns(CAL, "latency_ms", pred, gpus, keys)
+    # case and '-' vs '_' do not make a CNN new; an unknown GPU or CNN does
+    assert out["interval_kind"].tolist() == ["row", "gpu", "cnn", "gpu_cnn"]
+    assert np.allclose(out["latency_ms_lo_80"], pred * np.exp(-np.array([0.1, 0.3, 0.25, 0.4])))
+    assert np.allclose(out["latency_ms_hi_80"], pred * np.exp([0.1, 0.3, 0.25, 0.4]))
+    # an infinite quantile (too few scores for a finite guarantee) answers the widest finite one, as src.predict does
+    assert pick_q(CAL, "cnn", 0.9) == 0.7
+    assert np.allclose(out["latency_ms_hi_90"], pred * np.exp([0.2, 0.5, 0.7, 0.7]))
+    assert (out["latency_ms_lo_90"] < pred).all() and (out["latency_ms_hi_90"] > pred).all()
+
+
+def test_a_request_naming_no_cnn_counts_as_a_new_cnn():
+    out = interval_columns(CAL, "latency_ms", np.array([1.0]), np.array(["GeForce RTX 4090"]), None)
+    assert out["interval_kind"].tolist() == ["cnn"]
+
+
+def test_no_calibration_or_a_missing_level_leaves_nan_bounds():
+    out = interval_columns(None, "latency_ms", np.array([1.0, 2.0]), np.array(["L4", "L4"]), None)
+    assert out["interval_kind"].tolist() == [UNCALIBRATED] * 2
+    assert list(out)[1:] == bound_columns("latency_ms") == ["latency_ms_lo_80", "latency_ms_hi_80",
+                                                             "latency_ms_lo_90", "latency_ms_hi_90"]
+    assert all(np.isnan(out[c]).all() for c in bound_columns("latency_ms"))
+    only_90 = {**CAL, "levels": [0.9], "quantiles": {k: {"0.90": v["0.90"]} for k, v in CAL["quantiles"].items()}}
+    out = interval_columns(only_90, "latency_ms", np.array([1.0]), np.array(["L4"]), np.array(["resnet50"]))
+    assert np.isnan(out["latency_ms_lo_80"]).all() and out["latency_ms_hi_90"][0] == pytest.approx(math.exp(0.5))
+
+
+def test_read_calibration_absent_valid_and_malformed(tmp_path):
+    assert read_calibration(tmp_path) is None
+    (tmp_path / "conformal.json").write_text(json.dumps(CAL))
+    assert read_calibration(tmp_path)["quantiles"]["row"]["0.90"] == 0.2
+    (tmp_path / "conformal.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"conformal\.json: not a JSON calibration"):
+        read_calibration(tmp_path)
+    (tmp_path / "conformal.json").write_text(json.dumps({"k": 2}))
+    with pytest.raises(ValueError, match="needs a 'quantiles' object"):
+        read_calibration(tmp_path)

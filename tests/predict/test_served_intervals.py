@@ -1,0 +1,56 @@
+"""`calibrate` puts the calibration into the registered model's own folder, so a real `mlflow models serve` of it
+answers with the intervals `python -m src.predict` gives (before: the HTTP answer had none)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import requests
+
+from tests.serve.server import start, stop
+
+# asked for a CNN of the training part on a GPU of it, on a GPU nobody measured, and for a CNN it never saw
+ROW = {"param_count_m": 25.56, "gmacs": 4.11, "activations_m": 11.11, "batch_size": 32,
+       "img_size": 224, "precision": "amp_fp16", "mode": "inference"}
+
+
+def test_calibrated_model_serves_intervals_over_http(holdout_model, real_overrides, tmp_path, capsys,
+                                                     monkeypatch):
+    from src.features.served import predict_frame
+    from src.predict.__main__ import main
+    from src.predict.model import load
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", holdout_model["tracking_uri"])
+    uri = holdout_model["registered"]
+    # K = 3 (test_calibrate's calibrations use K = 2, so neither reuses the other's, whatever the order)
+    args = ["calibrate", "--model-uri", uri, "--k", "3", "--jobs", "2", "--levels", "0.8", "0.9", "--kinds", "row",
+            "--max-rows", "8000", "--reuse", "--out", str(tmp_path), *real_overrides]
+    assert main(args) == 0
+    assert "added to the served model" in capsys.readouterr().out
+    model = load(uri)
+    assert model.served_conformal == model.conformal and model.model_id
+    assert main(args) == 0  # the folder already holds it: nothing is written again
+    assert "kept it" in (out := capsys.readouterr().out) and "added to the served model" not in out
+
+    gpu, cnn = model.conformal["train_gpus"][0], model.conformal["train_model_keys"][0]
+    unmeasured = sorted(set(model.gpus["gpu"]) - set(model.conformal["train_gpus"]))[0]
+    rows = [{**ROW, "gpu": gpu, "model_key": cnn}, {**ROW, "gpu": unmeasured, "model_key": cnn},
+            {**ROW, "gpu": gpu, "model_key": "my_cnn"}]
+    proc, url = start(uri, holdout_model["tracking_uri"], tmp_path / "server.log", workers=1)
+    try:
+        r = requests.post(f"{url}/invocations", json={"dataframe_records": rows}, timeout=60)
+    finally:
+        stop(proc)
+    assert r.status_code == 200, r.text
+    served = pd.DataFrame(r.json()["predictions"])
+    # only "row" was calibrated: the other kinds answer the widest calibrated quantile (here the row's)
+    assert served["interval_kind"].tolist() == ["row", "gpu", "cnn"]
+    q90 = model.conformal["quantiles"]["row"]["0.90"]
+    assert np.allclose(served["latency_ms_hi_90"], served["latency_ms"] * np.exp(q90))
+    assert (served["latency_ms_lo_80"] > served["latency_ms_lo_90"]).all()
+    assert (served["latency_ms_hi_80"] < served["latency_ms_hi_90"]).all()
+    # the same answer as the in-process path `python -m src.predict` ranks with
+    local = predict_frame(model.pipeline, model.gpus, model.meta, pd.DataFrame(rows), conformal=model.conformal)
+    for col in ("latency_ms", "latency_ms_lo_80", "latency_ms_hi_80", "latency_ms_lo_90", "latency_ms_hi_90"):
+        assert served[col].to_numpy() == pytest.approx(local[col].to_numpy(), rel=1e-9)
