@@ -7,7 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from src.features.intervals import UNCALIBRATED, bound_columns, interval_columns, pick_q
+from src.features.intervals import (
+    UNCALIBRATED,
+    bound_columns,
+    cnn_key,
+    cnn_keys,
+    interval_columns,
+    novelty,
+    novelty_kinds,
+    pick_q,
+)
 from src.features.served import read_calibration
 
 CAL = {"levels": [0.8, 0.9], "train_gpus": ["GeForce RTX 4090", "A100 SXM4 80 GB"],
@@ -57,3 +66,10 @@ def test_read_calibration_absent_valid_and_malformed(tmp_path):
     (tmp_path / "conformal.json").write_text(json.dumps({"k": 2}))
     with pytest.raises(ValueError, match="needs a 'quantiles' object"):
         read_calibration(tmp_path)
+
+
+def test_array_forms_agree_with_the_scalar_rules():
+    names = ["ResNet-50", "efficientnet_b0", "ViT-B-16", "x"]
+    assert cnn_keys(np.array(names, dtype=object)).tolist() == [cnn_key(n) for n in names]
+    gpu, cnn = np.array([True, True, False, False]), np.array([True, False, True, False])
+    assert novelty_kinds(gpu, cnn).tolist() == [novelty(g, c) for g, c in zip(gpu, cnn, strict=True)]
