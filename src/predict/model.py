@@ -39,7 +39,8 @@ class LoadedModel:
 
 
 def read_conformal(run_id: str | None, path: str | None = None) -> dict | None:
-    """Calibration JSON: an explicit file wins, else the artifact logged next to the model's run, else None."""
+    """Calibration JSON: an explicit file wins, else the artifact logged next to the model's run, else None (`load`
+    then takes the copy in the model's own folder, if any)."""
     if path:
         p = Path(path)
         if not p.exists():
@@ -70,6 +71,9 @@ def load(uri: str, conformal_path: str | None = None) -> LoadedModel:
             raise ModelLoadError(f"{uri!r} is not a cnnperf pyfunc (no {attr!r}); log it with "
                                  "src.features.served.log_pyfunc")
     run_id = getattr(pm.metadata, "run_id", None)
-    return LoadedModel(uri, py.pipeline, py.meta, py.gpus, run_id, read_conformal(run_id, conformal_path),
-                       time.perf_counter() - t0, getattr(pm.metadata, "model_id", None),
-                       getattr(py, "conformal", None))
+    served = getattr(py, "conformal", None)
+    cal = read_conformal(run_id, conformal_path)
+    if cal is None and not conformal_path:
+        cal = served  # a model folder copied away from its run (or its store) still carries its calibration
+    return LoadedModel(uri, py.pipeline, py.meta, py.gpus, run_id, cal, time.perf_counter() - t0,
+                       getattr(pm.metadata, "model_id", None), served)

@@ -54,3 +54,27 @@ def test_calibrated_model_serves_intervals_over_http(holdout_model, real_overrid
     local = predict_frame(model.pipeline, model.gpus, model.meta, pd.DataFrame(rows), conformal=model.conformal)
     for col in ("latency_ms", "latency_ms_lo_80", "latency_ms_hi_80", "latency_ms_lo_90", "latency_ms_hi_90"):
         assert served[col].to_numpy() == pytest.approx(local[col].to_numpy(), rel=1e-9)
+
+
+def test_a_model_folder_away_from_its_run_keeps_its_calibration(holdout_model, real_overrides, tmp_path,
+                                                                 monkeypatch):
+    """`python -m src.predict --model-uri <folder>` on a copy of a calibrated model, with a tracking store that
+    lacks its run: the intervals come from the folder's own calibration."""
+    import mlflow
+
+    from src.predict.__main__ import main
+    from src.predict.model import load
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", holdout_model["tracking_uri"])
+    mlflow.set_tracking_uri(holdout_model["tracking_uri"])
+    uri = holdout_model["registered"]
+    assert main(["calibrate", "--model-uri", uri, "--k", "3", "--jobs", "2", "--levels", "0.8", "0.9", "--kinds",
+                 "row", "--max-rows", "8000", "--reuse", "--out", str(tmp_path), *real_overrides]) == 0
+    expected = load(uri).served_conformal
+    folder = mlflow.artifacts.download_artifacts(uri, dst_path=str(tmp_path / "copy"))
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'empty.db'}")
+    try:
+        copy = load(folder)
+    finally:
+        mlflow.set_tracking_uri(holdout_model["tracking_uri"])
+    assert expected and copy.conformal == expected and copy.served_conformal == expected

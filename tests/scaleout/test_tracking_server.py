@@ -1,6 +1,8 @@
 """The MLflow tracking server on PostgreSQL end to end: the four workers' study is finished by `python -m src.train`
-(no trial added), the runs and metrics land on the server, `python -m src.register` sets `champion` there, and
-`mlflow models serve -m models:/cnnperf-dt@champion` serves predictions fetched through it.
+(no trial added), the runs and metrics land on the server, `python -m src.register` sets `champion` there,
+`python -m src.predict calibrate` puts the champion's calibration into its model folder through the server's
+artifact proxy, and `mlflow models serve -m models:/cnnperf-dt@champion` serves predictions (with their
+intervals) fetched through it.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from tests.scaleout.workers import studies, tally
 from tests.serve.test_serve import VALID
 
 
-def run_module(module: str, overrides: list[str], log) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", module, *overrides], cwd=REPO_ROOT, env=child_env(),
+def run_module(module: str, overrides: list[str], log, **env: str) -> subprocess.CompletedProcess:
+    out = subprocess.run([sys.executable, "-m", module, *overrides], cwd=REPO_ROOT, env=child_env(**env),
                          capture_output=True, text=True, timeout=300)
     log.write_text(out.stdout + out.stderr)
     assert out.returncode == 0, f"{module} failed:\n{(out.stdout + out.stderr)[-4000:]}"
@@ -65,6 +67,11 @@ def test_tracking_server_holds_runs_registry_and_serves(four_workers, storage, t
                tmp_path / "register.log")
     version = client.get_model_version_by_alias("cnnperf-dt", "champion")
     assert version.run_id == run.info.run_id
+    # the pipeline's calibrate stage, against the server: the calibration travels through its artifact proxy
+    out = run_module("src.predict", ["calibrate", "--model-uri", "models:/cnnperf-dt@champion", "--k", "2", "--kinds",
+                                     "row", "--out", str(tmp_path), *ov], tmp_path / "calibrate.log",
+                     MLFLOW_TRACKING_URI=tracking.url)
+    assert "added to the served model" in out.stdout  # the served answer below shows it arrived
 
     proc, url, log = serve("models:/cnnperf-dt@champion", tracking.url, tmp_path / "serve.log")
     try:
@@ -81,7 +88,9 @@ def test_tracking_server_holds_runs_registry_and_serves(four_workers, storage, t
             time.sleep(0.5)
         r = requests.post(f"{url}/invocations", json={"dataframe_records": [VALID]}, timeout=60)
         assert r.status_code == 200, r.text
-        assert r.json()["predictions"][0]["latency_ms"] > 0
+        [answer] = r.json()["predictions"]
+        assert answer["latency_ms"] > 0 and answer["interval_kind"] in ("cnn", "gpu_cnn")  # VALID names no CNN
+        assert answer["latency_ms_lo_90"] < answer["latency_ms"] < answer["latency_ms_hi_90"]
     finally:
         stop_process_group(proc)
         log.close()
