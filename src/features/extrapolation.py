@@ -68,6 +68,36 @@ def extrapolation_reasons(joined: Mapping[str, Any], meta: dict, ptx_index=None,
     return reasons
 
 
+def training_ranges(df: pd.DataFrame, columns: list[str]) -> dict[str, list[float]]:
+    """[min, max] of each numeric input over the rows a model was trained on: outside, an answer extrapolates."""
+    return {col: [float(df[col].min()), float(df[col].max())] for col in columns if col in df.columns}
+
+
+def beyond_range(joined: Mapping[str, Any], meta: dict, columns: list[str] | tuple[str, ...]) -> np.ndarray:
+    """Rows with a value of any of `columns` outside the model's training range (`training_ranges` of the
+    metadata; a column without a range or absent from the request counts as inside)."""
+    out = np.zeros(len(np.asarray(joined["gpu"])), dtype=bool)
+    ranges = meta.get("training_ranges") or {}
+    for col in columns:
+        if col in ranges and col in joined:
+            lo, hi = ranges[col]
+            v = np.asarray(joined[col], dtype=float)
+            out |= (v < lo) | (v > hi)
+    return out
+
+
+def interval_escalations(joined: Mapping[str, Any], meta: dict,
+                         unseen: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Which rows the served interval widens beyond their GPU/CNN novelty (src/features/intervals.py ESCALATIONS):
+    "arch", a GPU with a spec outside the training range (a generation faster or slower than any measured one;
+    a new GPU inside the range keeps the `gpu` kind), and "runtime", a runtime or precision class no training row had
+    (`unseen`, the rows the bare estimate answers)."""
+    n = len(np.asarray(joined["gpu"]))
+    masks = list((unseen or {}).values())
+    return {"arch": beyond_range(joined, meta, meta.get("gpu_features") or []),
+            "runtime": np.logical_or.reduce(masks) if masks else np.zeros(n, dtype=bool)}
+
+
 def training_settings(frame: pd.DataFrame) -> list[list[str]]:
     """The distinct settings (SETUP_FIELDS + framework_version, as text) of the rows a model was trained on, sorted:
     what the served model carries to flag answers for a setup or release no training row had."""

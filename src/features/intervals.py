@@ -18,6 +18,13 @@ LEVELS = (0.8, 0.9)
 #: Which rows of the calibration a request row resembles: a known GPU and CNN ("row"), a GPU the calibration's
 #: training part lacks ("gpu"), a CNN it lacks ("cnn"), or both ("gpu_cnn").
 NOVELTY = ("row", "gpu", "cnn", "gpu_cnn")
+#: Kinds a row is raised to whatever its novelty: a GPU whose specs lie outside the training range ("arch": calibrated
+#: by holding out the newest architectures of the training part, a GPU generation nobody measured) and a runtime or
+#: precision class no training row had ("runtime": calibrated by holding out one runtime at a time, the rows the
+#: unseen-kind fallback answers). Such a row's interval is the widest of its novelty's and these kinds'.
+ESCALATIONS = ("arch", "runtime")
+#: Every kind a served answer's `interval_kind` names (besides UNCALIBRATED).
+SERVED_KINDS = NOVELTY + ESCALATIONS
 #: The calibration's file name in the served model's artifacts folder.
 CALIBRATION_FILE = "conformal.json"
 #: `interval_kind` of an answer from a model that holds no calibration (its bounds are NaN).
@@ -67,13 +74,37 @@ def bound_columns(output: str, levels: tuple[float, ...] = LEVELS) -> list[str]:
     return [f"{output}_{side}_{round(lv * 100)}" for lv in levels for side in ("lo", "hi")]
 
 
+def row_quantiles(cal: Mapping[str, Any], kinds: np.ndarray, level: float,
+                  escalate: Mapping[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the log half-width at `level` and the kind it comes from: the quantile of the row's novelty kind,
+    raised to that of each ESCALATIONS kind whose mask in `escalate` holds for the row when it is wider (a
+    calibration without that kind answers its widest calibrated kind: `pick_q`). KeyError where the calibration
+    lacks the level."""
+    kinds = np.asarray(kinds, dtype=object)
+    q = np.full(len(kinds), np.nan)
+    for kind in np.unique(kinds).tolist():
+        q[kinds == kind] = pick_q(cal, kind, level)
+    used = kinds.copy()
+    for kind, mask in (escalate or {}).items():
+        if kind not in ESCALATIONS:
+            raise ValueError(f"unknown interval escalation {kind!r}; choose from {ESCALATIONS}")
+        mask = np.asarray(mask, dtype=bool)
+        if mask.any():
+            wider = mask & (pick_q(cal, kind, level) > q)
+            q[wider], used[wider] = pick_q(cal, kind, level), kind
+    return q, used
+
+
 def interval_columns(cal: Mapping[str, Any] | None, output: str, pred: np.ndarray, gpus: np.ndarray,
-                     model_keys: np.ndarray | None) -> dict[str, np.ndarray]:
+                     model_keys: np.ndarray | None,
+                     escalate: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """`interval_kind` and the bounds at every level of LEVELS for predictions `pred` of rows naming `gpus` and
     CNNs `model_keys` (None: the request names no CNN, so none counts as seen).
 
-    The kind is the row's novelty against the calibration's training part (`train_gpus`, `train_model_keys`);
-    a level the calibration lacks, or no calibration at all, leaves its bounds NaN."""
+    The kind is the row's novelty against the calibration's training part (`train_gpus`, `train_model_keys`),
+    raised to an ESCALATIONS kind where `escalate` (kind -> row mask) flags the row and that kind's interval is
+    wider (`row_quantiles`; the kind reported is the one at the widest level); a level the calibration lacks, or no
+    calibration at all, leaves its bounds NaN."""
     pred = np.asarray(pred, dtype=float)
     n = len(pred)
     out: dict[str, np.ndarray] = {}
@@ -90,12 +121,11 @@ def interval_columns(cal: Mapping[str, Any] | None, output: str, pred: np.ndarra
     kinds = novelty_kinds(gpu_seen, cnn_seen)
     out["interval_kind"] = kinds
     for lv in LEVELS:
-        q = np.full(n, np.nan)
-        for kind in np.unique(kinds).tolist():
-            try:
-                q[kinds == kind] = pick_q(cal, kind, lv)
-            except KeyError:
-                pass  # a calibration without this level: its bounds stay NaN
+        try:
+            q, used = row_quantiles(cal, kinds, lv, escalate)
+            out["interval_kind"] = used
+        except KeyError:
+            q = np.full(n, np.nan)  # a calibration without this level: its bounds stay NaN
         lo, hi = bound_columns(output, (lv,))
         out[lo], out[hi] = pred * np.exp(-q), pred * np.exp(q)
     return out

@@ -25,7 +25,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.pyfunc import PythonModel
 
 from . import tcp_nodelay
-from .extrapolation import extrapolation_reasons
+from .extrapolation import extrapolation_reasons, interval_escalations
 from .fast_pipeline import FastPipeline, compile_pipeline, ptx_index_of
 from .intervals import CALIBRATION_FILE, LEVELS, bound_columns, interval_columns
 from .request import MAX_ROWS, RequestChecker, request_schema, valid_ranges
@@ -64,7 +64,8 @@ class ServedModel:
         need = working_set_gb(cols)
         have = self.memory_gb[rows] if self.memory_gb is not None else np.full(len(rows), np.nan)
         pred = np.asarray(pred, dtype=float)
-        bounds = interval_columns(self.conformal, self.meta["output"], pred, cols["gpu"], cols.get("model_key"))
+        bounds = interval_columns(self.conformal, self.meta["output"], pred, cols["gpu"], cols.get("model_key"),
+                                  interval_escalations(cols, self.meta, unseen))
         return pd.DataFrame({self.meta["output"]: pred, **bounds, "in_training_range": reasons == "",
                              "extrapolation": reasons, "fits_in_memory": ~(need > have),
                              "memory_needed_gb": need, "gpu_memory_gb": have})

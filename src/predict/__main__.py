@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from src.config import REPO_ROOT
+from src.features.intervals import SERVED_KINDS
 from src.ingest.validate import COMPILE_MODES
 
 log = logging.getLogger("cnnperf.predict")
@@ -94,8 +95,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--levels", type=float, nargs="+", default=[0.8, 0.9])
     c.add_argument("--grouped", nargs="*", default=[], choices=["gpu", "cnn", "model", "arch"],
                    help="also measure nested leave-GPU-out / leave-family-out coverage (slow: many refits)")
-    c.add_argument("--kinds", nargs="+", default=["row", "gpu", "cnn", "gpu_cnn"],
-                   choices=["row", "gpu", "cnn", "gpu_cnn"], help="novelty kinds to calibrate")
+    c.add_argument("--kinds", nargs="+", default=list(SERVED_KINDS), choices=list(SERVED_KINDS),
+                   help="kinds to calibrate: GPU/CNN novelty, and the escalations a served row can get (arch: GPU "
+                        "specs outside the training range; runtime: a runtime no training row had)")
     c.add_argument("--max-rows", type=int, help="subsample the dataset (quick runs)")
     c.add_argument("--no-log", action="store_true", help="do not store the calibration with the model")
     c.add_argument("--out", default=str(REPO_ROOT / "reports" / "predict"))
@@ -193,7 +195,7 @@ def _print_calibration(cal: dict) -> None:
 
 
 def _calibrate_and_store(uri: str, k: int, levels, grouped, max_rows, log_it: bool, out: str,
-                         kinds=("row", "gpu", "cnn", "gpu_cnn"), stem: str | None = None, reuse: bool = False,
+                         kinds=SERVED_KINDS, stem: str | None = None, reuse: bool = False,
                          summary_path: str | None = None, overrides: list[str] | None = None, jobs: int = 1) -> dict:
     from src.predict.calibrate import calibrate_model, log_calibration, reusable, serve_calibration, summary
     from src.predict.model import load

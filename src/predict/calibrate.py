@@ -146,7 +146,17 @@ def check_run_split(model: LoadedModel, data: SplitData) -> None:
                          "since the run. Retrain (`dvc repro`) before calibrating.")
 
 
-def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kinds=conformal.NOVELTY,
+def kind_labels(df: pd.DataFrame, kinds) -> dict[str, pd.Series]:
+    """The labels the grouped kinds among `kinds` fold by (conformal.GROUPED_KINDS), one per row of `df`."""
+    from src.train import architecture_labels
+
+    make = {"model": lambda: df["model_key"].astype(str),
+            "arch": lambda: pd.Series(architecture_labels(df), index=df.index),
+            "runtime": lambda: df["compile_mode"].astype(str)}
+    return {kind: make[kind]().reset_index(drop=True) for kind in kinds if kind in make}
+
+
+def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kinds=conformal.SERVED_KINDS,
                     grouped: tuple[str, ...] = (), max_rows: int | None = None, progress: bool = True,
                     overrides: list[str] | None = None, jobs: int = 1) -> tuple[dict, SplitData]:
     """Calibration JSON for a loaded model (training part only) + its test-split and excluded-rows coverage;
@@ -166,8 +176,9 @@ def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kin
     gpu, fam = _labels(data.df)
     tr = data.train
     template = clone(model.pipeline)
+    labels = {name: v.iloc[tr].reset_index(drop=True) for name, v in kind_labels(data.df, kinds).items()}
     cal = conformal.calibrate(template, X.iloc[tr].reset_index(drop=True), y[tr], gpu.iloc[tr], fam.iloc[tr],
-                              tuple(levels), tuple(kinds), k, seed, progress, jobs=jobs)
+                              tuple(levels), tuple(kinds), k, seed, progress, labels=labels, jobs=jobs)
     cal.update({
         "model_uri": model.uri, "run_id": model.run_id, "features": model.meta.get("features"),
         "split_fingerprint": data.fingerprint(),

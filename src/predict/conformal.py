@@ -9,9 +9,12 @@ used for calibration; it only measures the empirical coverage.
 Why several calibrations: a GPU or a CNN the model never saw has larger errors than a random row. Folds by GPU
 ("gpu"), by CNN family ("cnn"), and by both at once ("gpu_cnn": train on rows with neither the fold's GPUs nor
 its families, score rows with both) give a quantile for each kind of novelty; the predictor picks the one that
-matches each query row. Two more kinds match the grouped evaluation protocols: "model" (folds by CNN
-architecture, model_key: a new CNN of a known family) and "arch" (a GPU generation nobody measured: train on the
-architectures older than each of the two newest in the part, score that newest one).
+matches each query row. Three more kinds match the grouped evaluation protocols: "model" (folds by CNN
+architecture, model_key: a new CNN of a known family), "arch" (a GPU generation nobody measured: train on the
+architectures older than each of the two newest in the part, score that newest one) and "runtime" (a deployment
+runtime nobody measured: each runtime but the most common held out in turn, its rows answered by the unseen-kind
+fallback). The served model raises a row to "arch" or "runtime" where its GPU specs lie outside the training
+range or its runtime is new (src/features/intervals.py ESCALATIONS).
 """
 
 from __future__ import annotations
@@ -27,10 +30,13 @@ from sklearn.model_selection import GroupKFold, KFold
 from tqdm.auto import tqdm
 
 # Which quantile a query row gets, and the levels, are shared with the served model (it carries src/features only).
-from src.features.intervals import LEVELS, NOVELTY, novelty, pick_q  # noqa: F401 - this module's API too
+from src.features.baseline import fallback_column
+from src.features.intervals import ESCALATIONS, LEVELS, NOVELTY, novelty, pick_q  # noqa: F401 - this module's API too
 
-# Kinds that need labels beyond GPU and family (passed as `labels`): model_key, and architecture names.
-GROUPED_KINDS = ("model", "arch")
+# Kinds that need labels beyond GPU and family (passed as `labels`): model_key, architecture names, runtimes.
+GROUPED_KINDS = ("model", "arch", "runtime")
+#: What the calibrate stage calibrates: every kind a served answer can name.
+SERVED_KINDS = NOVELTY + ESCALATIONS
 # GPU architectures oldest first (names of src.train.protocols.ARCHITECTURES).
 ARCH_ORDER = ("Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
 
@@ -47,6 +53,17 @@ def arch_folds(arch: pd.Series, newest: int = 2) -> list[tuple[np.ndarray, np.nd
         if len(tr) and len(te):
             folds.append((tr, te))
     return folds
+
+
+def runtime_folds(runtime: pd.Series) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each runtime but the most common (eager: a model trained without it is no question anyone asks) held out
+    in turn, trained on every other row."""
+    r = runtime.astype(str).to_numpy()
+    values, counts = np.unique(r, return_counts=True)
+    if len(values) < 2:
+        return []
+    common = values[np.argmax(counts)]
+    return [(np.flatnonzero(r != v), np.flatnonzero(r == v)) for v in values.tolist() if v != common]
 
 
 def scores(y: np.ndarray, pred: np.ndarray) -> np.ndarray:
@@ -82,7 +99,12 @@ def _fit_predict(template, X: pd.DataFrame, y: np.ndarray, tr: np.ndarray, te: n
     model = clone(template)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model.fit(X.iloc[tr], y[tr])
+        if hasattr(model, "fit_without_learner") and getattr(model, "unseen_fallback", False) \
+                and fallback_column(X.iloc[tr], X.iloc[te]) is not None:
+            # the fallback answers every scored row whatever the learner (a held-out runtime): skip fitting it
+            model.fit_without_learner(X.iloc[tr], y[tr])
+        else:
+            model.fit(X.iloc[tr], y[tr])
     return np.asarray(model.predict(X.iloc[te]), dtype=float)
 
 
@@ -106,12 +128,14 @@ def kind_folds(kind: str, n: int, gpu: pd.Series, cnn: pd.Series, k: int = 5, se
     """(train, score) row indices of one novelty kind's cross-conformal folds on a training part of n rows."""
     folds: list[tuple[np.ndarray, np.ndarray]] = []
     if kind in GROUPED_KINDS and (not labels or kind not in labels):
-        raise ValueError(f"novelty kind {kind!r} needs labels[{kind!r}] (model_key / architecture per row)")
+        raise ValueError(f"novelty kind {kind!r} needs labels[{kind!r}] (model_key / architecture / runtime per row)")
     if kind == "model":
         codes = group_codes(labels["model"].reset_index(drop=True), k, seed)
         folds = [(np.flatnonzero(codes != f), np.flatnonzero(codes == f)) for f in np.unique(codes)]
     elif kind == "arch":
         folds = arch_folds(labels["arch"].reset_index(drop=True))
+    elif kind == "runtime":
+        folds = runtime_folds(labels["runtime"].reset_index(drop=True))
     elif kind == "row":
         folds = list(KFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(n)))
     elif kind in ("gpu", "cnn"):
@@ -127,7 +151,7 @@ def kind_folds(kind: str, n: int, gpu: pd.Series, cnn: pd.Series, k: int = 5, se
             if len(tr) and len(te):
                 folds.append((tr, te))
     else:
-        raise ValueError(f"unknown novelty kind {kind!r}; choose from {NOVELTY}")
+        raise ValueError(f"unknown novelty kind {kind!r}; choose from {NOVELTY + GROUPED_KINDS}")
     return folds
 
 

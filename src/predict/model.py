@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,11 +61,17 @@ def load(uri: str, conformal_path: str | None = None) -> LoadedModel:
     import time
 
     t0 = time.perf_counter()
+    path = list(sys.path)
     try:
         pm = mlflow.pyfunc.load_model(uri)
     except Exception as exc:  # noqa: BLE001
         raise ModelLoadError(f"cannot load model {uri!r}: {exc}. Train and register one (`python -m src.train` "
                              "then `python -m src.register`) or pass --model-uri") from exc
+    finally:
+        # load_model put the model's carried code (the `src` it was logged with) first on sys.path; this process
+        # runs the working tree's `src`, so later imports, and the worker processes that calibration spawns (they
+        # inherit sys.path), must not pick up an older copy of a module
+        sys.path[:] = path
     py = pm.unwrap_python_model()
     for attr in ("pipeline", "meta", "gpus"):
         if not hasattr(py, attr):

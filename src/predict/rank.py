@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from src.features.engineer import engineer
-from src.features.intervals import cnn_key
+from src.features.extrapolation import interval_escalations
+from src.features.intervals import cnn_key, row_quantiles
 from src.features.served import predict_frame
 from src.predict import conformal
 from src.predict.cnn import CnnFeatures
@@ -106,9 +107,11 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
         keys = {cnn_key(k) for k in (cal.get("train_model_keys", []) if cal else [])}
         cnn_seen = cnn_key(cnn.name) in keys
     if cal:
-        kinds = [conformal.novelty(bool(g), bool(cnn_seen)) for g in out["gpu_in_training"]]
-        qs = np.array([conformal.pick_q(cal, k, level) for k in kinds])
-        out["interval_kind"] = kinds
+        kinds = np.array([conformal.novelty(bool(g), bool(cnn_seen)) for g in out["gpu_in_training"]], dtype=object)
+        # raised where the GPU's specs lie outside the training range or the runtime is new, as the served answer
+        unseen = model.pipeline.unseen(joined) if hasattr(model.pipeline, "unseen") else None
+        qs, used = row_quantiles(cal, kinds, level, interval_escalations(joined, model.meta, unseen))
+        out["interval_kind"] = used
         out["latency_lo_ms"] = out["latency_ms"] * np.exp(-qs)
         out["latency_hi_ms"] = out["latency_ms"] * np.exp(qs)
         out["throughput_lo_per_s"] = out["batch_size"] / out["latency_hi_ms"] * 1e3

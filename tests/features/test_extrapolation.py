@@ -47,3 +47,24 @@ def test_setting_reasons_flag_a_setup_or_named_release_no_training_row_had():
     assert (extrapolation_reasons(joined, {"training_gpus": ["A"]}) == "").all()
     with pytest.raises(KeyError, match=r"setting column\(s\) \['framework_version'\]"):
         training_settings(trained.drop(columns="framework_version"))
+
+
+def test_interval_escalations_flag_gpus_beyond_the_spec_range_and_unseen_runtimes():
+    from src.features.extrapolation import beyond_range, interval_escalations, training_ranges
+
+    trained = pd.DataFrame({"bw": [300.0, 900.0], "cc": [6.1, 8.6], "batch_size": [1, 256]})
+    meta = {"gpu_features": ["bw", "cc"], "training_ranges": training_ranges(trained, ["bw", "cc", "batch_size"])}
+    assert meta["training_ranges"] == {"bw": [300.0, 900.0], "cc": [6.1, 8.6], "batch_size": [1.0, 256.0]}
+    joined = {"gpu": np.array(["in", "faster", "newer", "older", "big batch"], dtype=object),
+              "bw": np.array([500.0, 3350.0, 800.0, 200.0, 500.0]), "cc": np.array([7.5, 8.0, 9.0, 7.0, 7.5]),
+              "batch_size": np.array([8, 8, 8, 8, 4096])}
+    esc = interval_escalations(joined, meta)
+    # a GPU faster, newer or older than every trained one is a new generation; a batch beyond the range is not
+    assert esc["arch"].tolist() == [False, True, True, True, False]
+    assert not esc["runtime"].any()
+    assert beyond_range(joined, meta, ["batch_size"]).tolist() == [False] * 4 + [True]
+    unseen = {"compile_mode": np.array([1, 0, 0, 0, 0], bool), "precision": np.array([0, 0, 0, 0, 1], bool)}
+    assert interval_escalations(joined, meta, unseen)["runtime"].tolist() == [True, False, False, False, True]
+    # a request without a spec column (or a model without ranges) counts as inside
+    assert not interval_escalations({"gpu": joined["gpu"]}, meta)["arch"].any()
+    assert not interval_escalations(joined, {"gpu_features": ["bw"]})["arch"].any()

@@ -73,3 +73,37 @@ def test_array_forms_agree_with_the_scalar_rules():
     assert cnn_keys(np.array(names, dtype=object)).tolist() == [cnn_key(n) for n in names]
     gpu, cnn = np.array([True, True, False, False]), np.array([True, False, True, False])
     assert novelty_kinds(gpu, cnn).tolist() == [novelty(g, c) for g, c in zip(gpu, cnn, strict=True)]
+
+
+ESC_CAL = {**CAL, "quantiles": {**CAL["quantiles"], "arch": {"0.80": 0.35, "0.90": 0.6},
+                                "runtime": {"0.80": 0.9, "0.90": 1.2}}}
+
+
+def test_a_new_gpu_generation_or_runtime_widens_the_interval_only_where_wider():
+    from src.features.intervals import row_quantiles
+
+    pred = np.ones(5)
+    gpus = np.array(["GeForce RTX 4090", "B300", "B300", "GeForce RTX 4090", "L4"], dtype=object)
+    keys = np.array(["resnet50", "resnet50", "my_cnn", "resnet50", "my_cnn"], dtype=object)
+    escalate = {"arch": np.array([False, True, True, False, False]),
+                "runtime": np.array([False, False, False, True, True])}
+    out = interval_columns(ESC_CAL, "latency_ms", pred, gpus, keys, escalate)
+    # the new-generation GPU (specs beyond the training range) takes the arch quantile where it is wider than its
+    # novelty's (gpu 0.3 < arch 0.35; gpu_cnn 0.4 > arch 0.35 at 80 % but 0.7 > 0.6 at 90 %: it keeps gpu_cnn)
+    assert out["interval_kind"].tolist() == ["row", "arch", "gpu_cnn", "runtime", "runtime"]
+    assert np.allclose(np.log(out["latency_ms_hi_80"]), [0.1, 0.35, 0.4, 0.9, 0.9])
+    assert np.allclose(np.log(out["latency_ms_hi_90"]), [0.2, 0.6, 0.7, 1.2, 1.2])
+    # without escalations: the novelty alone, as before
+    q, used = row_quantiles(ESC_CAL, np.array(["row", "gpu"], dtype=object), 0.9)
+    assert q.tolist() == [0.2, 0.5] and used.tolist() == ["row", "gpu"]
+    with pytest.raises(ValueError, match="unknown interval escalation 'batch'"):
+        row_quantiles(ESC_CAL, np.array(["row"], dtype=object), 0.9, {"batch": np.array([True])})
+
+
+def test_a_calibration_from_before_the_escalations_answers_its_widest_kind():
+    # CAL has no arch or runtime quantile: an escalated row gets the widest calibrated kind (gpu_cnn), named as the
+    # escalation it is
+    out = interval_columns(CAL, "latency_ms", np.ones(2), np.array(["GeForce RTX 4090"] * 2, dtype=object),
+                           np.array(["resnet50"] * 2, dtype=object), {"runtime": np.array([True, False])})
+    assert out["interval_kind"].tolist() == ["runtime", "row"]
+    assert np.allclose(np.log(out["latency_ms_hi_90"]), [0.7, 0.2])

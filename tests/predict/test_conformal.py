@@ -99,3 +99,41 @@ def test_grouped_coverage_per_protocol(holdout_model, real_overrides, protocol):
     assert group["n"] > 0 and "coverage_0.90" in group
     if protocol == "arch":  # the first leave_arch_out fold: the newest GPUs (Ada, Hopper, Blackwell)
         assert name == "Ada,Blackwell,Hopper"
+
+
+def test_runtime_folds_hold_out_each_runtime_but_the_most_common():
+    import pandas as pd
+
+    from src.predict.conformal import kind_folds, runtime_folds
+
+    runtime = pd.Series(["eager", "tensorrt", "eager", "torch_compile", "eager", "tensorrt"])
+    folds = runtime_folds(runtime)
+    assert [(sorted(set(runtime[tr])), sorted(set(runtime[te]))) for tr, te in folds] == [
+        (["eager", "torch_compile"], ["tensorrt"]), (["eager", "tensorrt"], ["torch_compile"])]
+    assert runtime_folds(pd.Series(["eager"] * 3)) == []
+    with pytest.raises(ValueError, match=r"needs labels\['runtime'\]"):
+        kind_folds("runtime", 6, runtime, runtime)
+
+
+def test_a_held_out_runtime_is_scored_without_fitting_the_learner(holdout_model, real_overrides):
+    """The fallback answers every row of a runtime no training row has, whatever the learner: the calibration's
+    runtime folds skip fitting it, and score the same as a full fit would."""
+    import numpy as np
+    from sklearn.base import clone
+
+    from src.predict import conformal
+    from src.predict.data import load_split
+    from src.predict.model import load
+
+    model = load(holdout_model["registered"])
+    data = load_split(model.meta["features"], ["densenet"], real_overrides, 8000)
+    X, y = data.df[data.cols].reset_index(drop=True), data.df["target"].to_numpy(dtype=float)
+    runtime = data.df["compile_mode"].astype(str).reset_index(drop=True)
+    folds = conformal.runtime_folds(runtime)
+    assert folds, f"the 8000-row sample holds one runtime only: {runtime.unique()}"
+    tr, te = folds[0]
+    template = clone(model.pipeline)
+    assert template.unseen_fallback
+    fast = conformal._fit_predict(template, X, y, tr, te)
+    full = clone(template).fit(X.iloc[tr], y[tr]).predict(X.iloc[te])
+    assert np.allclose(fast, full, rtol=1e-9)

@@ -1,0 +1,55 @@
+"""Coverage of the served intervals under a grouped protocol: the served rule (novelty raised by the arch / runtime
+escalations) against the novelty alone, on the same held-out rows, predictions and calibration."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_held_out_runtimes_get_the_runtime_interval(holdout_model, real_overrides):
+    from sklearn.base import clone
+
+    from src.predict.data import load_split
+    from src.predict.model import load
+    from src.predict.served_coverage import served_rule_coverage
+
+    model = load(holdout_model["registered"])
+    data = load_split(model.meta["features"], ["densenet"], real_overrides, 8000)
+    # the first held-out runtime; row and runtime calibrated (the other kinds answer the widest of those two)
+    out = served_rule_coverage(clone(model.pipeline), data, "runtime", list(model.meta["gpu_features"]), (0.8, 0.9),
+                               k=2, progress=False, kinds=("row", "runtime"), max_outer=1)
+    assert out["n_folds"] == 1
+    held = sum(f["n"] for f in out["per_fold"].values())
+    # every held-out row's runtime is new to its model: the fallback answers it, and the served rule says so
+    assert all(f["rows_runtime"] == f["n"] for f in out["per_fold"].values())
+    assert sum(out["kinds_used"]["novelty"].values()) == sum(out["kinds_used"]["served"].values()) == held
+    # a runtime nobody measured is answered less surely than a random row: no held-out row keeps the row interval
+    assert "row" not in out["kinds_used"]["served"] and out["kinds_used"]["served"].get("runtime", 0) > 0
+    for lv in ("0.80", "0.90"):
+        novelty, served = out["pooled"]["novelty"][lv], out["pooled"]["served"][lv]
+        # raising a row to a wider kind never narrows it: wider or equal intervals, so coverage cannot drop
+        assert served["median_width_factor"] >= novelty["median_width_factor"]
+        assert served["coverage"] >= novelty["coverage"]
+        assert 0.0 <= novelty["coverage"] <= 1.0
+
+
+def test_unknown_protocol_is_refused(holdout_model, real_overrides):
+    from src.predict.data import load_split
+    from src.predict.model import load
+    from src.predict.served_coverage import served_rule_coverage
+
+    model = load(holdout_model["registered"])
+    data = load_split(model.meta["features"], ["densenet"], real_overrides, 8000)
+    with pytest.raises(ValueError, match="unknown protocol 'family'"):
+        served_rule_coverage(model.pipeline, data, "family", [], (0.9,))
+
+
+def test_loading_a_model_leaves_sys_path_as_it_was(holdout_model):
+    """load() must not leave the model's carried (older) `src` first on sys.path: calibration workers inherit it."""
+    import sys
+
+    from src.predict.model import load
+
+    before = list(sys.path)
+    load(holdout_model["registered"])
+    assert sys.path == before
