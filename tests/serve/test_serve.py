@@ -67,6 +67,24 @@ def test_serve_answers_any_gpu_and_marks_extrapolation(server):
     assert unnamed["latency_ms"] > 0 and new["latency_ms"] > 0
 
 
+def test_serve_answers_a_runtime_no_training_row_ran(server):
+    """The tiny table ran eager only: a TensorRT request is priced by the physics estimate's fused kernels times the
+    fallback efficiency, and flagged; a runtime outside the measurement schema is refused, naming the runtimes."""
+    resnet = {**VALID, "model_key": "resnet50", "batch_size": 1}
+    r = post(server, [resnet, {**resnet, "compile_mode": "tensorrt"}, {**resnet, "compile_mode": "xla_tensorrt"}])
+    assert r.status_code == 200, r.text
+    eager, trt, tftrt = r.json()["predictions"]
+    assert eager["in_training_range"] is True
+    for answer, name in ((trt, "tensorrt"), (tftrt, "xla_tensorrt")):
+        assert answer["in_training_range"] is False and answer["extrapolation"].startswith(
+            f"compile_mode '{name}' has no training rows of its kind: bare physics estimate")
+    # batch 1: an eager run launches one kernel per operator, TensorRT one per fused block from a graph
+    assert trt["latency_ms"] < eager["latency_ms"]
+    r = post(server, [{**resnet, "compile_mode": "onnx"}])
+    assert r.status_code == 400 and r.json()["message"].startswith("field 'compile_mode' row 0: 'onnx' is not one of")
+    assert "'xla_tensorrt'" in r.json()["message"]
+
+
 def test_serve_says_when_the_step_cannot_fit_in_gpu_memory(server):
     """VGG-16 training at batch 4096 in fp32 needs ~220 GB: answered, with fits_in_memory false and the estimate."""
     vgg = {**VALID, "param_count_m": 138.36, "gmacs": 15.47, "activations_m": 13.56, "batch_size": 4096,
