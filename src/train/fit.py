@@ -25,7 +25,6 @@ from src.features.ptx_lookup import load_ptx_index
 from src.features.request import request_columns
 from src.features.served import log_pyfunc
 from src.ingest.gpus import features_safe, nvidia_cuda_names
-from src.ingest.validate import COMPILE_MODES
 from src.train.estimators import build_model
 
 
@@ -155,15 +154,16 @@ def served_metadata(c: dict, df: pd.DataFrame, ptx: list[str], model: str, train
     }
 
 
-def served_categories(fitted, categories: dict[str, list[str]]) -> dict[str, list[str]]:
+def served_categories(fitted, categories: dict[str, list[str]], runtimes: list[str]) -> dict[str, list[str]]:
     """The values a request may name per categorical field: those of the data, and for a model whose unseen-kind
-    fallback answers a runtime no training row had (PhysicsBaselineRegressor `unseen_fallback`), every runtime of
-    the measurement schema, which the physics estimate prices with its own fusion and launch rules (conf/physics).
-    Why: `python -m src.predict --runtime xla_tensorrt` and the served model then answer TF-TRT, flagged as an
-    extrapolation with the `runtime` interval, instead of refusing a runtime the product documents."""
+    fallback answers a runtime no training row had (PhysicsBaselineRegressor `unseen_fallback`), every runtime the
+    physics estimate prices (`runtimes`: the keys of conf/physics `dispatch_us`, each with its fusion and launch
+    rule; the measurement schema's COMPILE_MODES). Why: `python -m src.predict --runtime xla_tensorrt` and the
+    served model then answer TF-TRT, flagged as an extrapolation with the `runtime` interval, instead of refusing a
+    runtime the product documents."""
     if not getattr(fitted, "unseen_fallback", False) or "compile_mode" not in categories:
         return categories
-    return {**categories, "compile_mode": sorted(set(categories["compile_mode"]) | set(COMPILE_MODES))}
+    return {**categories, "compile_mode": sorted(set(categories["compile_mode"]) | set(runtimes))}
 
 
 def log_served_model(fitted, c: dict, df: pd.DataFrame, example_rows: np.ndarray, model: str,
@@ -171,7 +171,8 @@ def log_served_model(fitted, c: dict, df: pd.DataFrame, example_rows: np.ndarray
     """Log the fitted Pipeline as the served pyfunc to the active MLflow run; returns the ModelInfo."""
     ptx = ptx_columns(c, df)
     meta = served_metadata(c, df, ptx, model, train_rows, **extra)
-    meta["categories"] = served_categories(fitted, meta["categories"])
+    meta["categories"] = served_categories(fitted, meta["categories"],
+                                           list((c.get("physics") or {}).get("dispatch_us") or {}))
     example = df.iloc[np.asarray(example_rows)[:3]][request_columns(meta)].reset_index(drop=True)
     teacher = (model_config(c, model).get("distill") or {}).get("teacher")
     return log_pyfunc(fitted, gpu_table(c), meta, example, pip_requirements(model, teacher))
