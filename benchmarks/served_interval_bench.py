@@ -8,7 +8,7 @@ Writes reports/bench/served_interval_bench.json (and a PNG) and logs an MLflow r
 (experiment cnnperf-bench).
 
     python benchmarks/served_interval_bench.py [--model-uri models:/cnnperf-best@champion] [--k 2] [--jobs 2]
-        [--protocols gpu arch runtime] [--no-mlflow]
+        [--protocols gpu arch runtime setup] [--no-mlflow]
 """
 
 from __future__ import annotations
@@ -31,20 +31,23 @@ from src.config import REPO_ROOT, compose  # noqa: E402
 from src.tracking import record_benchmark  # noqa: E402
 
 LEVELS = (0.8, 0.9)
+#: The rules scored, by the escalations each applies (src/features/intervals.py ESCALATIONS).
+RULES = {"novelty": (), "no_setup": ("arch", "runtime"), "served": ("arch", "runtime", "setup")}
+COLORS = {"novelty": "tab:gray", "no_setup": "tab:orange", "served": "tab:blue"}
 
 
 def plot(results: dict, path: Path) -> Path:
-    """Coverage per protocol and level, novelty rule beside the served rule, nominal levels dashed."""
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    labels, x = [], 0
+    """Coverage per protocol and level, one bar per rule, nominal levels dashed."""
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    labels, x, width = [], 0, 0.8 / len(RULES)
     for protocol, res in results.items():
         for lv in LEVELS:
             key = f"{lv:.2f}"
-            for j, rule in enumerate(("novelty", "served")):
-                ax.bar(x + 0.4 * j, res["pooled"][rule][key]["coverage"], width=0.38,
-                       color=("tab:gray", "tab:blue")[j], label=rule if x == 0 else None)
-            ax.hlines(lv, x - 0.2, x + 0.6, colors="k", linestyles="dashed")
-            labels.append((x + 0.2, f"{protocol}\n{key}"))
+            for j, rule in enumerate(RULES):
+                ax.bar(x + width * j, res["pooled"][rule][key]["coverage"], width=width * 0.95,
+                       color=COLORS[rule], label=rule if x == 0 else None)
+            ax.hlines(lv, x - width / 2, x + 0.8 - width / 2, colors="k", linestyles="dashed")
+            labels.append((x + 0.4 - width / 2, f"{protocol}\n{key}"))
             x += 1
     ax.set_xticks([p for p, _ in labels], [t for _, t in labels], fontsize=8)
     ax.set_ylim(0, 1.02)
@@ -61,7 +64,7 @@ def main() -> int:
     ap.add_argument("--model-uri", default="models:/cnnperf-best@champion")
     ap.add_argument("--k", type=int, default=2)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--protocols", nargs="+", default=["gpu", "arch", "runtime"])
+    ap.add_argument("--protocols", nargs="+", default=["gpu", "arch", "runtime", "setup"])
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench" / "served_interval_bench.json"))
     args = ap.parse_args()
@@ -84,7 +87,8 @@ def main() -> int:
     for protocol in args.protocols:
         t = time.perf_counter()
         results[protocol] = served_rule_coverage(template, data, protocol, list(model.meta["gpu_features"]), LEVELS,
-                                                 k=args.k, seed=int(data.config["seed"]), jobs=args.jobs)
+                                                 k=args.k, seed=int(data.config["seed"]), jobs=args.jobs,
+                                                 rules=RULES)
         results[protocol]["seconds"] = time.perf_counter() - t
         pooled = results[protocol]["pooled"]
         print(f"leave-{protocol}-out ({results[protocol]['n_folds']} folds): " + "; ".join(

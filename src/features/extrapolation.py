@@ -90,12 +90,14 @@ def interval_escalations(joined: Mapping[str, Any], meta: dict,
                          unseen: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Which rows the served interval widens beyond their GPU/CNN novelty (src/features/intervals.py ESCALATIONS):
     "arch", a GPU with a spec outside the training range (a generation faster or slower than any measured one;
-    a new GPU inside the range keeps the `gpu` kind), and "runtime", a runtime or precision class no training row had
-    (`unseen`, the rows the bare estimate answers)."""
+    a new GPU inside the range keeps the `gpu` kind), "runtime", a runtime or precision class no training row had
+    (`unseen`, the rows the bare estimate answers), and "setup", a setup no training row ran (`untrained_setups`
+    against the metadata's `training_settings`; a model without them flags none)."""
     n = len(np.asarray(joined["gpu"]))
     masks = list((unseen or {}).values())
     return {"arch": beyond_range(joined, meta, meta.get("gpu_features") or []),
-            "runtime": np.logical_or.reduce(masks) if masks else np.zeros(n, dtype=bool)}
+            "runtime": np.logical_or.reduce(masks) if masks else np.zeros(n, dtype=bool),
+            "setup": untrained_setups(joined, meta.get("training_settings") or [])}
 
 
 def training_settings(frame: pd.DataFrame) -> list[list[str]]:
@@ -113,6 +115,23 @@ def _keys(joined: Mapping[str, Any], cols: tuple[str, ...] | list[str]) -> np.nd
     for c in cols[1:]:
         out = np.char.add(np.char.add(out, "\x1f"), np.asarray(joined[c], dtype=object).astype(str))
     return np.asarray(out, dtype=object)
+
+
+def setup_labels(frame: Mapping[str, Any]) -> np.ndarray:
+    """Each row's setup (SETUP_FIELDS) as one text label: what the `setup` calibration folds and the served rule
+    compare."""
+    return _keys(frame, list(SETUP_FIELDS))
+
+
+def untrained_setups(joined: Mapping[str, Any], settings: list[list[str]]) -> np.ndarray:
+    """Rows whose setup (SETUP_FIELDS together; the release aside) no training setting had. None flagged without
+    `settings` or where the request lacks a setup field (as `setting_reasons`)."""
+    n = len(np.asarray(joined["gpu"]))
+    if not settings or any(c not in joined for c in SETUP_FIELDS):
+        return np.zeros(n, dtype=bool)
+    trained = np.array(sorted({"\x1f".join(s[: len(SETUP_FIELDS)]) for s in settings}), dtype=object)
+    codes, uniq = factorize(setup_labels(joined))
+    return ~np.isin(np.asarray(uniq, dtype=object), trained)[codes]
 
 
 def setting_reasons(joined: Mapping[str, Any], settings: list[list[str]]) -> np.ndarray:

@@ -21,8 +21,10 @@ NOVELTY = ("row", "gpu", "cnn", "gpu_cnn")
 #: Kinds a row is raised to whatever its novelty: a GPU whose specs lie outside the training range ("arch": calibrated
 #: by holding out the newest architectures of the training part, a GPU generation nobody measured) and a runtime or
 #: precision class no training row had ("runtime": calibrated by holding out one runtime at a time, the rows the
-#: unseen-kind fallback answers). Such a row's interval is the widest of its novelty's and these kinds'.
-ESCALATIONS = ("arch", "runtime")
+#: unseen-kind fallback answers) and a setup no training row ran ("setup": framework, precision, mode, layout and
+#: runtime together, e.g. TensorFlow with TensorRT; calibrated by holding out groups of setups). Such a row's
+#: interval is the widest of its novelty's and these kinds'.
+ESCALATIONS = ("arch", "runtime", "setup")
 #: Every kind a served answer's `interval_kind` names (besides UNCALIBRATED).
 SERVED_KINDS = NOVELTY + ESCALATIONS
 #: The calibration's file name in the served model's artifacts folder.

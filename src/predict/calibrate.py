@@ -148,11 +148,13 @@ def check_run_split(model: LoadedModel, data: SplitData) -> None:
 
 def kind_labels(df: pd.DataFrame, kinds) -> dict[str, pd.Series]:
     """The labels the grouped kinds among `kinds` fold by (conformal.GROUPED_KINDS), one per row of `df`."""
+    from src.features.extrapolation import setup_labels
     from src.train import architecture_labels
 
     make = {"model": lambda: df["model_key"].astype(str),
             "arch": lambda: pd.Series(architecture_labels(df), index=df.index),
-            "runtime": lambda: df["compile_mode"].astype(str)}
+            "runtime": lambda: df["compile_mode"].astype(str),
+            "setup": lambda: pd.Series(setup_labels(df), index=df.index, dtype=object)}
     return {kind: make[kind]().reset_index(drop=True) for kind in kinds if kind in make}
 
 

@@ -13,8 +13,9 @@ matches each query row. Three more kinds match the grouped evaluation protocols:
 architecture, model_key: a new CNN of a known family), "arch" (a GPU generation nobody measured: train on the
 architectures older than each of the two newest in the part, score that newest one) and "runtime" (a deployment
 runtime nobody measured: each runtime but the most common held out in turn, its rows answered by the unseen-kind
-fallback). The served model raises a row to "arch" or "runtime" where its GPU specs lie outside the training
-range or its runtime is new (src/features/intervals.py ESCALATIONS).
+fallback), and "setup" (a setup nobody ran: folds by setup, framework + precision + mode + layout + runtime). The
+served model raises a row to "arch", "runtime" or "setup" where its GPU specs lie outside the training range, its
+runtime is new or its setup is (src/features/intervals.py ESCALATIONS).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from tqdm.auto import tqdm
 from src.features.baseline import fallback_column
 from src.features.intervals import ESCALATIONS, LEVELS, NOVELTY, novelty, pick_q  # noqa: F401 - this module's API too
 
-# Kinds that need labels beyond GPU and family (passed as `labels`): model_key, architecture names, runtimes.
-GROUPED_KINDS = ("model", "arch", "runtime")
+# Kinds that need labels beyond GPU and family (passed as `labels`): model_key, architecture names, runtimes, setups.
+GROUPED_KINDS = ("model", "arch", "runtime", "setup")
 #: What the calibrate stage calibrates: every kind a served answer can name.
 SERVED_KINDS = NOVELTY + ESCALATIONS
 # GPU architectures oldest first (names of src.train.protocols.ARCHITECTURES).
@@ -128,9 +129,10 @@ def kind_folds(kind: str, n: int, gpu: pd.Series, cnn: pd.Series, k: int = 5, se
     """(train, score) row indices of one novelty kind's cross-conformal folds on a training part of n rows."""
     folds: list[tuple[np.ndarray, np.ndarray]] = []
     if kind in GROUPED_KINDS and (not labels or kind not in labels):
-        raise ValueError(f"novelty kind {kind!r} needs labels[{kind!r}] (model_key / architecture / runtime per row)")
-    if kind == "model":
-        codes = group_codes(labels["model"].reset_index(drop=True), k, seed)
+        raise ValueError(f"novelty kind {kind!r} needs labels[{kind!r}] (model_key / architecture / runtime / setup "
+                         "per row)")
+    if kind in ("model", "setup"):
+        codes = group_codes(labels[kind].reset_index(drop=True), k, seed)
         folds = [(np.flatnonzero(codes != f), np.flatnonzero(codes == f)) for f in np.unique(codes)]
     elif kind == "arch":
         folds = arch_folds(labels["arch"].reset_index(drop=True))
@@ -168,6 +170,9 @@ def all_oof_scores(template, X: pd.DataFrame, y: np.ndarray, kinds: tuple[str, .
     """Out-of-fold scores of every kind. Each fold's fit is independent of the others, so `jobs` > 1 fits them in
     that many worker processes (the estimators stay single-threaded): the same scores, sooner on a 2-core machine
     (the pipeline's calibrate stage)."""
+    if len(set(kinds)) != len(kinds):
+        raise ValueError(f"calibration kinds must be distinct, got {len(kinds)} with {len(set(kinds))} distinct: "
+                         f"{sorted(set(map(str, kinds)))[:8]}")
     gpu, cnn = gpu.reset_index(drop=True), cnn.reset_index(drop=True)
     tasks = [(kind, tr, te) for kind in kinds for tr, te in kind_folds(kind, len(X), gpu, cnn, k, seed, labels)]
     runner = Parallel(n_jobs=max(1, int(jobs)), backend="loky", return_as="generator")

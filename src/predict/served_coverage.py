@@ -2,11 +2,12 @@
 
 `calibrate.grouped_coverage` asks how well one kind's quantile covers rows held out the way it was calibrated
 (every held-out row gets that kind). A served request row instead gets the kind its own novelty says: its GPU and
-CNN against the calibration's training part, raised to "arch" where a GPU spec lies outside the training range and
-to "runtime" where its runtime is new (src/features/intervals.py ESCALATIONS). This module holds each group out
-in turn, calibrates every served kind on the rest (cross-conformal, the training part only), fits the model there,
-and scores the held-out rows under the served rule with and without the escalations: the same rows, predictions
-and calibration, so the two rules compare on equal terms.
+CNN against the calibration's training part, raised to "arch" where a GPU spec lies outside the training range, to
+"runtime" where its runtime is new and to "setup" where no training row ran its setup (src/features/intervals.py
+ESCALATIONS). This module holds each group out in turn, calibrates every served kind on the rest (cross-conformal,
+the training part only), fits the model there, and scores the held-out rows under the served rule, without the
+escalations, and with any subset of them: the same rows, predictions and calibration, so the rules compare on
+equal terms.
 """
 
 from __future__ import annotations
@@ -17,17 +18,18 @@ from sklearn.base import clone
 from tqdm.auto import tqdm
 
 from src.features.baseline import fallback_column
-from src.features.extrapolation import interval_escalations, training_ranges
-from src.features.intervals import SERVED_KINDS, cnn_keys, novelty_kinds, row_quantiles
+from src.features.extrapolation import interval_escalations, setup_labels, training_ranges, training_settings
+from src.features.intervals import ESCALATIONS, SERVED_KINDS, cnn_keys, novelty_kinds, row_quantiles
 from src.predict import conformal
 from src.predict.calibrate import kind_labels
 from src.predict.data import SplitData
 from src.train import family_labels
 
-#: Protocols this measures: GPU groups held out, the leave_arch_out folds, each runtime but eager held out.
-PROTOCOLS = ("gpu", "arch", "runtime")
-#: The two rules compared: the GPU/CNN novelty alone (before), and raised by the escalations (the served rule).
-RULES = ("novelty", "served")
+#: Protocols this measures: GPU groups held out, the leave_arch_out folds, each runtime but eager held out, setups
+#: (framework + precision + mode + layout + runtime) held out in groups.
+PROTOCOLS = ("gpu", "arch", "runtime", "setup")
+#: The rules compared, by the escalations each applies: the GPU/CNN novelty alone, and the served rule (all of them).
+RULES: dict[str, tuple[str, ...]] = {"novelty": (), "served": ESCALATIONS}
 
 
 def outer_folds(protocol: str, df: pd.DataFrame, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -43,6 +45,9 @@ def outer_folds(protocol: str, df: pd.DataFrame, k: int, seed: int) -> list[tupl
                 for _, old, new in ARCH_FOLDS if np.isin(arch, old).any() and np.isin(arch, new).any()]
     if protocol == "runtime":
         return conformal.runtime_folds(df["compile_mode"].astype(str).reset_index(drop=True))
+    if protocol == "setup":
+        codes = conformal.group_codes(pd.Series(setup_labels(df), dtype=object), k, seed + 11)
+        return [(np.flatnonzero(codes != f), np.flatnonzero(codes == f)) for f in sorted(np.unique(codes))]
     raise ValueError(f"served coverage: unknown protocol {protocol!r}; choose from {PROTOCOLS}")
 
 
@@ -56,11 +61,13 @@ def _fit(template, X: pd.DataFrame, y: np.ndarray, tr: np.ndarray, te: np.ndarra
 
 def served_kinds(train: pd.DataFrame, test: pd.DataFrame, gpu_features: list[str], model) -> tuple[np.ndarray, dict]:
     """The held-out rows' novelty kinds and escalation masks, as the served model decides them for a model trained
-    on `train`: GPU and CNN (model_key) seen or not, GPU specs against the training ranges, unseen runtimes."""
+    on `train`: GPU and CNN (model_key) seen or not, GPU specs against the training ranges, unseen runtimes and
+    setups."""
     gpu_seen = test["gpu"].astype(str).isin(set(train["gpu"].astype(str))).to_numpy()
     cnn_seen = np.isin(cnn_keys(test["model_key"].astype(str).to_numpy()),
                        np.unique(cnn_keys(train["model_key"].astype(str).to_numpy())))
-    meta = {"gpu_features": gpu_features, "training_ranges": training_ranges(train, gpu_features)}
+    meta = {"gpu_features": gpu_features, "training_ranges": training_ranges(train, gpu_features),
+            "training_settings": training_settings(train)}
     joined = {c: test[c].to_numpy() for c in test.columns}
     unseen = model.unseen(test) if hasattr(model, "unseen") else None
     return novelty_kinds(gpu_seen, cnn_seen), interval_escalations(joined, meta, unseen)
@@ -68,33 +75,38 @@ def served_kinds(train: pd.DataFrame, test: pd.DataFrame, gpu_features: list[str
 
 def served_rule_coverage(template, data: SplitData, protocol: str, gpu_features: list[str], levels,
                          k: int = 2, seed: int = 42, progress: bool = True, jobs: int = 1,
-                         kinds: tuple[str, ...] = SERVED_KINDS, max_outer: int | None = None) -> dict:
-    """Pooled and per-fold coverage and median width factor of the held-out rows' intervals under both RULES, and
-    how many rows each kind answered (see the module docstring). `kinds`: those calibrated (a kind left out
-    answers the widest calibrated one, as a served model's older calibration does); `max_outer`: the first folds
-    only (quick checks)."""
+                         kinds: tuple[str, ...] = SERVED_KINDS, max_outer: int | None = None,
+                         rules: dict[str, tuple[str, ...]] | None = None) -> dict:
+    """Pooled and per-fold coverage and median width factor of the held-out rows' intervals under each rule (name ->
+    the escalations it applies; default RULES), and how many rows each kind answered (see the module docstring).
+    `kinds`: those calibrated (a kind left out answers the widest calibrated one, as a served model's older
+    calibration does); `max_outer`: the first folds only (quick checks)."""
+    rules = dict(RULES if rules is None else rules)
+    unknown = sorted({e for esc in rules.values() for e in esc} - set(ESCALATIONS))
+    if unknown:
+        raise ValueError(f"served coverage: unknown escalation(s) {unknown}; choose from {ESCALATIONS}")
     df = data.df.reset_index(drop=True)
     X, y = df[data.cols], df["target"].to_numpy(dtype=float)
     gpu, fam = df["gpu"].astype(str), family_labels(df).reset_index(drop=True)
     folds = outer_folds(protocol, df, k, seed)[: max_outer or None]
-    hits = {(r, lv): [] for r in RULES for lv in levels}
-    widths = {(r, lv): [] for r in RULES for lv in levels}
-    per_fold, kinds_used = {}, {r: {} for r in RULES}
+    hits = {(r, lv): [] for r in rules for lv in levels}
+    widths = {(r, lv): [] for r in rules for lv in levels}
+    per_fold, kinds_used = {}, {r: {} for r in rules}
     for tr, te in tqdm(folds, desc=f"served-rule coverage, leave-{protocol}-out", disable=not progress):
         labels = {name: v.iloc[tr].reset_index(drop=True) for name, v in kind_labels(df, kinds).items()}
         cal = conformal.calibrate(template, X.iloc[tr].reset_index(drop=True), y[tr], gpu.iloc[tr], fam.iloc[tr],
                                   tuple(levels), tuple(kinds), k, seed, labels=labels, jobs=jobs)
         model = _fit(template, X, y, tr, te)
         pred = np.asarray(model.predict(X.iloc[te]), dtype=float)
-        kinds, escalate = served_kinds(df.iloc[tr], df.iloc[te], gpu_features, model)
-        name = ",".join(sorted(set(
+        novelty, escalate = served_kinds(df.iloc[tr], df.iloc[te], gpu_features, model)
+        name = (f"setups {len(per_fold)}" if protocol == "setup" else ",".join(sorted(set(
             (kind_labels(df.iloc[te], ("arch",))["arch"] if protocol == "arch" else
-             df["compile_mode"].iloc[te] if protocol == "runtime" else gpu.iloc[te]).astype(str))))[:80]
+             df["compile_mode"].iloc[te] if protocol == "runtime" else gpu.iloc[te]).astype(str))))[:80])
         fold = {"n": int(len(te)), "mape": float(np.mean(np.abs(pred - y[te]) / y[te]) * 100),
-                "rows_arch": int(escalate["arch"].sum()), "rows_runtime": int(escalate["runtime"].sum())}
-        for rule in RULES:
+                **{f"rows_{e}": int(mask.sum()) for e, mask in escalate.items()}}
+        for rule, applied in rules.items():
             for lv in levels:
-                q, used = row_quantiles(cal, kinds, lv, escalate if rule == "served" else None)
+                q, used = row_quantiles(cal, novelty, lv, {e: escalate[e] for e in applied})
                 inside = (y[te] >= pred * np.exp(-q)) & (y[te] <= pred * np.exp(q))
                 hits[(rule, lv)].append(inside)
                 widths[(rule, lv)].append(np.exp(q))
@@ -104,6 +116,6 @@ def served_rule_coverage(template, data: SplitData, protocol: str, gpu_features:
         per_fold[name] = fold
     pooled = {rule: {f"{lv:.2f}": {"coverage": float(np.concatenate(hits[(rule, lv)]).mean()),
                                    "median_width_factor": float(np.median(np.concatenate(widths[(rule, lv)])))}
-                     for lv in levels} for rule in RULES if folds}
+                     for lv in levels} for rule in rules if folds}
     return {"protocol": f"leave-{protocol}-out, every served kind calibrated (K = {k}) inside each training part",
             "pooled": pooled, "per_fold": per_fold, "kinds_used": kinds_used, "n_folds": len(per_fold)}

@@ -68,3 +68,30 @@ def test_interval_escalations_flag_gpus_beyond_the_spec_range_and_unseen_runtime
     # a request without a spec column (or a model without ranges) counts as inside
     assert not interval_escalations({"gpu": joined["gpu"]}, meta)["arch"].any()
     assert not interval_escalations(joined, {"gpu_features": ["bw"]})["arch"].any()
+
+
+def test_untrained_setups_widen_the_interval_of_a_setup_no_training_row_ran():
+    from src.features.extrapolation import interval_escalations, setup_labels, untrained_setups
+
+    trained = pd.DataFrame({"framework": ["pytorch", "pytorch", "tensorflow"],
+                            "precision": ["amp_fp16", "fp32", "fp32"], "mode": ["inference"] * 3,
+                            "memory_layout": ["nchw"] * 3, "compile_mode": ["eager", "eager", "xla"],
+                            "framework_version": ["2.4.0", "1.13", "2.15"]})
+    settings = training_settings(trained)
+    joined = {"gpu": np.array(["A"] * 4, dtype=object),
+              "framework": np.array(["pytorch", "tensorflow", "tensorflow", "pytorch"], dtype=object),
+              "precision": np.array(["fp32", "fp32", "fp32", "fp32"], dtype=object),
+              "mode": np.array(["inference"] * 4, dtype=object), "memory_layout": np.array(["nchw"] * 4, dtype=object),
+              "compile_mode": np.array(["eager", "xla", "tensorrt", "xla"], dtype=object),
+              # a release no training row ran in a trained setup is not a new setup (only flagged in extrapolation)
+              "framework_version": np.array(["2.9.1", "2.15", "2.15", "2.4.0"], dtype=object)}
+    # TensorFlow with TensorRT and PyTorch with XLA: no training row ran either setup
+    assert untrained_setups(joined, settings).tolist() == [False, False, True, True]
+    assert interval_escalations(joined, {"training_settings": settings})["setup"].tolist() == [0, 0, 1, 1]
+    assert setup_labels(joined)[2] == "tensorflow\x1ffp32\x1finference\x1fnchw\x1ftensorrt"
+    # the served flags agree: each such row names its setup in `extrapolation`
+    assert all("no training row ran this setup" in r
+               for r in extrapolation_reasons(joined, {"training_settings": settings})[2:])
+    # a model without the list (or a request without a setup field) flags none
+    assert not interval_escalations(joined, {})["setup"].any()
+    assert not untrained_setups({k: v for k, v in joined.items() if k != "memory_layout"}, settings).any()

@@ -100,6 +100,18 @@ def test_a_new_gpu_generation_or_runtime_widens_the_interval_only_where_wider():
         row_quantiles(ESC_CAL, np.array(["row"], dtype=object), 0.9, {"batch": np.array([True])})
 
 
+def test_a_setup_nobody_ran_takes_the_setup_quantile_where_wider():
+    cal = {**ESC_CAL, "quantiles": {**ESC_CAL["quantiles"], "setup": {"0.80": 0.45, "0.90": 0.65}}}
+    gpus = np.array(["GeForce RTX 4090", "L4", "L4", "GeForce RTX 4090"], dtype=object)
+    keys = np.array(["resnet50", "resnet50", "my_cnn", "resnet50"], dtype=object)
+    escalate = {"setup": np.array([True, True, True, False]), "runtime": np.array([False, False, False, True])}
+    out = interval_columns(cal, "latency_ms", np.ones(4), gpus, keys, escalate)
+    # row 0.2 and gpu 0.5 < setup 0.65 at 90 %; gpu_cnn 0.7 > 0.65 keeps its own; a new runtime 1.2 is wider still
+    assert out["interval_kind"].tolist() == ["setup", "setup", "gpu_cnn", "runtime"]
+    assert np.allclose(np.log(out["latency_ms_hi_90"]), [0.65, 0.65, 0.7, 1.2])
+    assert np.allclose(np.log(out["latency_ms_hi_80"]), [0.45, 0.45, 0.45, 0.9])
+
+
 def test_a_calibration_from_before_the_escalations_answers_its_widest_kind():
     # CAL has no arch or runtime quantile: an escalated row gets the widest calibrated kind (gpu_cnn), named as the
     # escalation it is

@@ -115,6 +115,37 @@ def test_runtime_folds_hold_out_each_runtime_but_the_most_common():
         kind_folds("runtime", 6, runtime, runtime)
 
 
+def test_setup_folds_hold_out_whole_setups():
+    import numpy as np
+    import pandas as pd
+
+    from src.predict.calibrate import kind_labels
+    from src.predict.conformal import kind_folds
+
+    df = pd.DataFrame({"framework": ["pytorch"] * 4 + ["tensorflow"] * 2, "precision": ["fp32", "amp_fp16"] * 3,
+                       "mode": ["inference"] * 6, "memory_layout": ["nchw"] * 6,
+                       "compile_mode": ["eager", "eager", "eager", "eager", "xla", "tensorrt"]})
+    labels = kind_labels(df, ("setup", "row"))
+    assert list(labels) == ["setup"] and labels["setup"].nunique() == 4
+    folds = kind_folds("setup", len(df), labels["setup"], labels["setup"], k=2, labels=labels)
+    assert len(folds) == 2
+    for tr, te in folds:
+        # every setup is scored once, by a model that never saw it
+        assert not set(labels["setup"][tr]) & set(labels["setup"][te])
+    assert sorted(np.concatenate([te for _, te in folds]).tolist()) == list(range(6))
+
+
+def test_calibration_kinds_must_be_distinct():
+    import numpy as np
+    import pandas as pd
+
+    from src.predict.conformal import all_oof_scores
+
+    with pytest.raises(ValueError, match="kinds must be distinct, got 3 with 2 distinct"):
+        all_oof_scores(None, pd.DataFrame({"a": range(4)}), np.ones(4), ("row", "gpu", "row"), pd.Series(list("abab")),
+                       pd.Series(list("aabb")))
+
+
 def test_a_held_out_runtime_is_scored_without_fitting_the_learner(holdout_model, real_overrides):
     """The fallback answers every row of a runtime no training row has, whatever the learner: the calibration's
     runtime folds skip fitting it, and score the same as a full fit would."""

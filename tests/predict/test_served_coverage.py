@@ -33,6 +33,33 @@ def test_held_out_runtimes_get_the_runtime_interval(holdout_model, real_override
         assert 0.0 <= novelty["coverage"] <= 1.0
 
 
+def test_held_out_setups_get_the_setup_interval(holdout_model, real_overrides):
+    from sklearn.base import clone
+
+    from src.predict.data import load_split
+    from src.predict.model import load
+    from src.predict.served_coverage import served_rule_coverage
+
+    model = load(holdout_model["registered"])
+    data = load_split(model.meta["features"], ["densenet"], real_overrides, 8000)
+    rules = {"novelty": (), "no_setup": ("arch", "runtime"), "served": ("arch", "runtime", "setup")}
+    # both outer folds: the second one calibrates the same kinds as the first (the held-out rows' novelty kinds
+    # once shadowed them there, and the calibration fitted a model per held-out row)
+    out = served_rule_coverage(clone(model.pipeline), data, "setup", list(model.meta["gpu_features"]), (0.8, 0.9),
+                               k=2, progress=False, kinds=("row", "setup"), rules=rules)
+    assert out["n_folds"] == 2 and sum(f["n"] for f in out["per_fold"].values()) == len(data.df)
+    # whole setups are held out, so every held-out row's setup is new to its model, and the rule sees it
+    assert all(f["rows_setup"] == f["n"] > 0 for f in out["per_fold"].values())
+    assert "setup" in out["kinds_used"]["served"] and "setup" not in out["kinds_used"]["no_setup"]
+    for lv in ("0.80", "0.90"):
+        widths = [out["pooled"][r][lv]["median_width_factor"] for r in rules]
+        covers = [out["pooled"][r][lv]["coverage"] for r in rules]
+        # each rule adds escalations to the one before: never narrower, never less coverage
+        assert widths == sorted(widths) and covers == sorted(covers)
+    with pytest.raises(ValueError, match=r"unknown escalation\(s\) \['batch'\]"):
+        served_rule_coverage(model.pipeline, data, "setup", [], (0.9,), rules={"x": ("batch",)})
+
+
 def test_unknown_protocol_is_refused(holdout_model, real_overrides):
     from src.predict.data import load_split
     from src.predict.model import load
