@@ -1,9 +1,10 @@
-"""Coverage of the served intervals under the grouped protocols, with and without the arch / runtime escalations.
+"""Coverage of the served intervals under the grouped protocols, with and without the escalations and balancing.
 
 For the registered champion's Pipeline (its hyper-parameters, refitted in every fold): each GPU group, each
 leave_arch_out fold and each runtime but eager is held out in turn; every served kind is calibrated on the rest
 (cross-conformal, K as the pipeline's calibrate stage); the held-out rows' intervals are scored under the served
-rule with and without the escalations (src/predict/served_coverage.py): same rows, predictions and calibration.
+rule with and without the escalations, and with the fold-balanced kinds (arch, runtime) pooled by rows as before
+2026-11-30 (src/predict/served_coverage.py): same rows, predictions and out-of-fold scores.
 Writes reports/bench/served_interval_bench.json (and a PNG) and logs an MLflow run `benchmark/served_intervals`
 (experiment cnnperf-bench).
 
@@ -31,19 +32,28 @@ from src.config import REPO_ROOT, compose  # noqa: E402
 from src.tracking import record_benchmark  # noqa: E402
 
 LEVELS = (0.8, 0.9)
-#: The rules scored, by the escalations each applies (src/features/intervals.py ESCALATIONS).
-RULES = {"novelty": (), "no_setup": ("arch", "runtime"), "served": ("arch", "runtime", "setup")}
-COLORS = {"novelty": "tab:gray", "no_setup": "tab:orange", "served": "tab:blue"}
+
+
+def rules() -> dict:
+    """The rules scored: the escalations each applies (src/features/intervals.py ESCALATIONS) and its balanced kinds
+    (() = every kind pooled by rows, the served rule until 2026-11-30)."""
+    from src.predict.served_coverage import Rule
+
+    return {"novelty": Rule((), ()), "no_setup": Rule(("arch", "runtime"), ()),
+            "by_rows": Rule(("arch", "runtime", "setup"), ()), "served": Rule(("arch", "runtime", "setup"))}
+
+
+COLORS = {"novelty": "tab:gray", "no_setup": "tab:orange", "by_rows": "tab:green", "served": "tab:blue"}
 
 
 def plot(results: dict, path: Path) -> Path:
     """Coverage per protocol and level, one bar per rule, nominal levels dashed."""
     fig, ax = plt.subplots(figsize=(9, 3.5))
-    labels, x, width = [], 0, 0.8 / len(RULES)
+    labels, x, width = [], 0, 0.8 / len(COLORS)
     for protocol, res in results.items():
         for lv in LEVELS:
             key = f"{lv:.2f}"
-            for j, rule in enumerate(RULES):
+            for j, rule in enumerate(COLORS):
                 ax.bar(x + width * j, res["pooled"][rule][key]["coverage"], width=width * 0.95,
                        color=COLORS[rule], label=rule if x == 0 else None)
             ax.hlines(lv, x - width / 2, x + 0.8 - width / 2, colors="k", linestyles="dashed")
@@ -88,7 +98,7 @@ def main() -> int:
         t = time.perf_counter()
         results[protocol] = served_rule_coverage(template, data, protocol, list(model.meta["gpu_features"]), LEVELS,
                                                  k=args.k, seed=int(data.config["seed"]), jobs=args.jobs,
-                                                 rules=RULES)
+                                                 rules=rules())
         results[protocol]["seconds"] = time.perf_counter() - t
         pooled = results[protocol]["pooled"]
         print(f"leave-{protocol}-out ({results[protocol]['n_folds']} folds): " + "; ".join(

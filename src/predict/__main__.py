@@ -20,6 +20,7 @@ from pathlib import Path
 from src.config import REPO_ROOT
 from src.features.intervals import SERVED_KINDS
 from src.ingest.validate import COMPILE_MODES
+from src.predict.conformal import BALANCED_KINDS
 
 log = logging.getLogger("cnnperf.predict")
 DEFAULT_MODEL_URI = "models:/cnnperf-best@champion"
@@ -98,6 +99,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--kinds", nargs="+", default=list(SERVED_KINDS), choices=list(SERVED_KINDS),
                    help="kinds to calibrate: GPU/CNN novelty, and the escalations a served row can get (arch: GPU "
                         "specs outside the training range; runtime: a runtime no training row had)")
+    c.add_argument("--balanced", nargs="*", default=list(BALANCED_KINDS), choices=list(SERVED_KINDS),
+                   help="kinds whose quantile weighs each fold (one held-out runtime / GPU generation) equally instead "
+                        "of each row; none: pooled over rows everywhere (src/predict/conformal.py)")
     c.add_argument("--max-rows", type=int, help="subsample the dataset (quick runs)")
     c.add_argument("--no-log", action="store_true", help="do not store the calibration with the model")
     c.add_argument("--out", default=str(REPO_ROOT / "reports" / "predict"))
@@ -196,19 +200,20 @@ def _print_calibration(cal: dict) -> None:
 
 def _calibrate_and_store(uri: str, k: int, levels, grouped, max_rows, log_it: bool, out: str,
                          kinds=SERVED_KINDS, stem: str | None = None, reuse: bool = False,
-                         summary_path: str | None = None, overrides: list[str] | None = None, jobs: int = 1) -> dict:
+                         summary_path: str | None = None, overrides: list[str] | None = None, jobs: int = 1,
+                         balanced=BALANCED_KINDS) -> dict:
     from src.predict.calibrate import calibrate_model, log_calibration, reusable, serve_calibration, summary
     from src.predict.model import load
 
     model = load(uri)
     store = log_it  # --no-log: neither the run nor the served model's folder gets the calibration
-    if reuse and reusable(model.conformal, model, levels, kinds, k):
+    if reuse and reusable(model.conformal, model, levels, kinds, k, tuple(balanced)):
         cal, log_it = model.conformal, False
         print(f"{uri}: run {model.run_id} already holds a calibration for this split (k={cal['k']}, levels "
               f"{cal['levels']}); kept it")
     else:
         cal, _ = calibrate_model(model, tuple(levels), k, kinds=tuple(kinds), grouped=tuple(grouped),
-                                 max_rows=max_rows, overrides=overrides, jobs=jobs)
+                                 max_rows=max_rows, overrides=overrides, jobs=jobs, balanced=tuple(balanced))
         if log_it and model.run_id:
             log_calibration(cal, model.run_id)
     # `mlflow models serve` answers with the intervals of the calibration in the model's own folder
@@ -234,7 +239,7 @@ def _calibrate_and_store(uri: str, k: int, levels, grouped, max_rows, log_it: bo
 def cmd_calibrate(a: argparse.Namespace) -> int:
     _use_store()
     _calibrate_and_store(a.model_uri, a.k, a.levels, a.grouped, a.max_rows, not a.no_log, a.out, a.kinds, a.stem,
-                         a.reuse, a.summary, a.overrides, a.jobs)
+                         a.reuse, a.summary, a.overrides, a.jobs, a.balanced)
     return 0
 
 

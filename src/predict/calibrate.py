@@ -81,7 +81,8 @@ def _outer_folds(protocol: str, labels: dict[str, pd.Series], k: int, seed: int)
 
 
 def grouped_coverage(template, data: SplitData, protocol: str, levels, k: int = 5, seed: int = 42,
-                     max_outer: int | None = None, progress: bool = True, jobs: int = 1) -> dict:
+                     max_outer: int | None = None, progress: bool = True, jobs: int = 1,
+                     balanced: tuple[str, ...] = conformal.BALANCED_KINDS) -> dict:
     """Nested leave-group-out coverage: for each held-out group, calibrate inside the rest, fit, score it.
 
     protocol: "gpu" (k outer groups of GPUs, calibration by GPU folds inside), "cnn" (k groups of families),
@@ -105,7 +106,7 @@ def grouped_coverage(template, data: SplitData, protocol: str, levels, k: int = 
             continue
         inner = {name: s.iloc[tr].reset_index(drop=True) for name, s in labels.items()}
         cal = conformal.calibrate(template, X.iloc[tr].reset_index(drop=True), y[tr], g_tr, f_tr, tuple(levels),
-                                  (protocol,), k, seed, labels=inner, jobs=jobs)
+                                  (protocol,), k, seed, labels=inner, jobs=jobs, balanced=balanced)
         model = clone(template).fit(X.iloc[tr], y[tr])
         pred = np.asarray(model.predict(X.iloc[te]), dtype=float)
         name = ",".join(sorted(labels[protocol].iloc[te].unique()))[:80]
@@ -160,9 +161,10 @@ def kind_labels(df: pd.DataFrame, kinds) -> dict[str, pd.Series]:
 
 def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kinds=conformal.SERVED_KINDS,
                     grouped: tuple[str, ...] = (), max_rows: int | None = None, progress: bool = True,
-                    overrides: list[str] | None = None, jobs: int = 1) -> tuple[dict, SplitData]:
+                    overrides: list[str] | None = None, jobs: int = 1,
+                    balanced: tuple[str, ...] = conformal.BALANCED_KINDS) -> tuple[dict, SplitData]:
     """Calibration JSON for a loaded model (training part only) + its test-split and excluded-rows coverage;
-    `jobs` worker processes fit the cross-conformal folds."""
+    `jobs` worker processes fit the cross-conformal folds; the `balanced` kinds weigh each fold equally."""
     t0 = time.perf_counter()
     excluded = list(model.meta.get("excluded_families", []))
     data = load_split(model.meta.get("features", "engineered"), excluded, overrides,
@@ -180,7 +182,8 @@ def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kin
     template = clone(model.pipeline)
     labels = {name: v.iloc[tr].reset_index(drop=True) for name, v in kind_labels(data.df, kinds).items()}
     cal = conformal.calibrate(template, X.iloc[tr].reset_index(drop=True), y[tr], gpu.iloc[tr], fam.iloc[tr],
-                              tuple(levels), tuple(kinds), k, seed, progress, labels=labels, jobs=jobs)
+                              tuple(levels), tuple(kinds), k, seed, progress, labels=labels, jobs=jobs,
+                              balanced=tuple(balanced))
     cal.update({
         "model_uri": model.uri, "run_id": model.run_id, "features": model.meta.get("features"),
         "split_fingerprint": data.fingerprint(),
@@ -194,15 +197,17 @@ def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kin
     cal["test_gpu_ranking"] = ranking_agreement(test, test["target"].to_numpy(dtype=float),
                                                 model.pipeline.predict(test[data.cols]))
     cal["excluded_family_coverage"] = excluded_coverage(model.pipeline, data, cal, levels)
-    cal["grouped_coverage"] = {p: grouped_coverage(template, data, p, levels, k, seed, progress=progress, jobs=jobs)
-                               for p in grouped}
+    cal["grouped_coverage"] = {p: grouped_coverage(template, data, p, levels, k, seed, progress=progress, jobs=jobs,
+                                                   balanced=tuple(balanced)) for p in grouped}
     cal["seconds"] = time.perf_counter() - t0
     return cal, data
 
 
-def reusable(cal: dict | None, model: LoadedModel, levels, kinds, k: int | None = None) -> bool:
+def reusable(cal: dict | None, model: LoadedModel, levels, kinds, k: int | None = None,
+             balanced: tuple[str, ...] = conformal.BALANCED_KINDS) -> bool:
     """Whether the calibration stored with the model already answers for it: the same run (whose rows register
-    checked against the data), the same K (when given) and every requested level and novelty kind. The pipeline's
+    checked against the data), the same K (when given), every requested level and novelty kind, and the same
+    fold-balanced kinds among them (a calibration made before balancing existed has none). The pipeline's
     calibrate stage runs on every `dvc repro` (its real input, the registry, is outside DVC) and refits only when the
     champion changed; the same K keeps its report what a fresh clone's pipeline writes."""
     if not cal or not model.run_id or cal.get("run_id") != model.run_id:
@@ -213,7 +218,8 @@ def reusable(cal: dict | None, model: LoadedModel, levels, kinds, k: int | None 
     have_levels = {f"{float(lv):.2f}" for lv in cal.get("levels", [])}
     quantiles = cal.get("quantiles", {})
     same_k = k is None or int(cal.get("k", -1)) == int(k)
-    return (same_k and {f"{float(lv):.2f}" for lv in levels} <= have_levels
+    same_balance = set(cal.get("balanced_kinds", [])) == {kind for kind in kinds if kind in balanced}
+    return (same_k and same_balance and {f"{float(lv):.2f}" for lv in levels} <= have_levels
             and all(kind in quantiles for kind in kinds))
 
 

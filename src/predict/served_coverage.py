@@ -6,11 +6,13 @@ CNN against the calibration's training part, raised to "arch" where a GPU spec l
 "runtime" where its runtime is new and to "setup" where no training row ran its setup (src/features/intervals.py
 ESCALATIONS). This module holds each group out in turn, calibrates every served kind on the rest (cross-conformal,
 the training part only), fits the model there, and scores the held-out rows under the served rule, without the
-escalations, and with any subset of them: the same rows, predictions and calibration, so the rules compare on
-equal terms.
+escalations, and with any subset of them, and with the fold-balanced kinds weighed by rows instead: the same rows,
+predictions and out-of-fold scores, so the rules compare on equal terms.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -28,8 +30,23 @@ from src.train import family_labels
 #: Protocols this measures: GPU groups held out, the leave_arch_out folds, each runtime but eager held out, setups
 #: (framework + precision + mode + layout + runtime) held out in groups.
 PROTOCOLS = ("gpu", "arch", "runtime", "setup")
-#: The rules compared, by the escalations each applies: the GPU/CNN novelty alone, and the served rule (all of them).
-RULES: dict[str, tuple[str, ...]] = {"novelty": (), "served": ESCALATIONS}
+
+
+class Rule(NamedTuple):
+    """How a held-out row's interval is chosen: the escalations applied to its novelty kind, and the kinds whose
+    quantile weighs each calibration fold equally (src/predict/conformal.py BALANCED_KINDS; () = pooled by rows)."""
+
+    escalations: tuple[str, ...]
+    balanced: tuple[str, ...] = conformal.BALANCED_KINDS
+
+
+#: The rules compared: the GPU/CNN novelty alone, and the served rule (every escalation, the served balancing).
+RULES: dict[str, Rule] = {"novelty": Rule(()), "served": Rule(ESCALATIONS)}
+
+
+def as_rule(rule: Rule | tuple[str, ...]) -> Rule:
+    """A Rule; a plain tuple names the escalations (the served balancing)."""
+    return rule if isinstance(rule, Rule) else Rule(tuple(rule))
 
 
 def outer_folds(protocol: str, df: pd.DataFrame, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -76,15 +93,19 @@ def served_kinds(train: pd.DataFrame, test: pd.DataFrame, gpu_features: list[str
 def served_rule_coverage(template, data: SplitData, protocol: str, gpu_features: list[str], levels,
                          k: int = 2, seed: int = 42, progress: bool = True, jobs: int = 1,
                          kinds: tuple[str, ...] = SERVED_KINDS, max_outer: int | None = None,
-                         rules: dict[str, tuple[str, ...]] | None = None) -> dict:
+                         rules: dict[str, Rule | tuple[str, ...]] | None = None) -> dict:
     """Pooled and per-fold coverage and median width factor of the held-out rows' intervals under each rule (name ->
-    the escalations it applies; default RULES), and how many rows each kind answered (see the module docstring).
+    Rule, or the escalations it applies; default RULES), and how many rows each kind answered (see the module
+    docstring).
     `kinds`: those calibrated (a kind left out answers the widest calibrated one, as a served model's older
     calibration does); `max_outer`: the first folds only (quick checks)."""
-    rules = dict(RULES if rules is None else rules)
-    unknown = sorted({e for esc in rules.values() for e in esc} - set(ESCALATIONS))
+    rules = {name: as_rule(r) for name, r in (RULES if rules is None else rules).items()}
+    unknown = sorted({e for r in rules.values() for e in r.escalations} - set(ESCALATIONS))
     if unknown:
         raise ValueError(f"served coverage: unknown escalation(s) {unknown}; choose from {ESCALATIONS}")
+    unknown = sorted({b for r in rules.values() for b in r.balanced} - set(SERVED_KINDS))
+    if unknown:
+        raise ValueError(f"served coverage: unknown balanced kind(s) {unknown}; choose from {SERVED_KINDS}")
     df = data.df.reset_index(drop=True)
     X, y = df[data.cols], df["target"].to_numpy(dtype=float)
     gpu, fam = df["gpu"].astype(str), family_labels(df).reset_index(drop=True)
@@ -94,8 +115,9 @@ def served_rule_coverage(template, data: SplitData, protocol: str, gpu_features:
     per_fold, kinds_used = {}, {r: {} for r in rules}
     for tr, te in tqdm(folds, desc=f"served-rule coverage, leave-{protocol}-out", disable=not progress):
         labels = {name: v.iloc[tr].reset_index(drop=True) for name, v in kind_labels(df, kinds).items()}
-        cal = conformal.calibrate(template, X.iloc[tr].reset_index(drop=True), y[tr], gpu.iloc[tr], fam.iloc[tr],
-                                  tuple(levels), tuple(kinds), k, seed, labels=labels, jobs=jobs)
+        every = conformal.all_oof_scores_by_fold(template, X.iloc[tr].reset_index(drop=True), y[tr], tuple(kinds),
+                                                 gpu.iloc[tr], fam.iloc[tr], k, seed, labels=labels, jobs=jobs)
+        cals = {r.balanced: conformal.quantiles_from_scores(every, tuple(levels), r.balanced) for r in rules.values()}
         model = _fit(template, X, y, tr, te)
         pred = np.asarray(model.predict(X.iloc[te]), dtype=float)
         novelty, escalate = served_kinds(df.iloc[tr], df.iloc[te], gpu_features, model)
@@ -104,9 +126,9 @@ def served_rule_coverage(template, data: SplitData, protocol: str, gpu_features:
              df["compile_mode"].iloc[te] if protocol == "runtime" else gpu.iloc[te]).astype(str))))[:80])
         fold = {"n": int(len(te)), "mape": float(np.mean(np.abs(pred - y[te]) / y[te]) * 100),
                 **{f"rows_{e}": int(mask.sum()) for e, mask in escalate.items()}}
-        for rule, applied in rules.items():
+        for rule, (applied, balanced) in rules.items():
             for lv in levels:
-                q, used = row_quantiles(cal, novelty, lv, {e: escalate[e] for e in applied})
+                q, used = row_quantiles(cals[balanced], novelty, lv, {e: escalate[e] for e in applied})
                 inside = (y[te] >= pred * np.exp(-q)) & (y[te] <= pred * np.exp(q))
                 hits[(rule, lv)].append(inside)
                 widths[(rule, lv)].append(np.exp(q))

@@ -37,6 +37,19 @@ def test_reusable_only_for_the_same_run_levels_and_kinds():
     assert not reusable(CAL, _model(meta={"split_fingerprint": "xyz"}), [0.9], ["row"])
 
 
+def test_a_calibration_pooled_where_folds_are_now_balanced_is_not_reused():
+    """A calibration made before the runtime kind weighed each held-out runtime equally (no `balanced_kinds`) is
+    recalibrated by the pipeline's `calibrate --reuse`, so the served model gets the new quantile."""
+    with_runtime = {**CAL, "quantiles": {**CAL["quantiles"], "runtime": {"0.80": 0.9, "0.90": 1.2}}}
+    assert not reusable(with_runtime, _model(), [0.9], ["row", "runtime"])
+    assert reusable({**with_runtime, "balanced_kinds": ["runtime"]}, _model(), [0.9], ["row", "runtime"])
+    # asked to pool by rows, a balanced calibration is not reused either
+    assert not reusable({**with_runtime, "balanced_kinds": ["runtime"]}, _model(), [0.9], ["row", "runtime"],
+                        balanced=())
+    # kinds not requested do not matter
+    assert reusable(CAL, _model(), [0.9], ["row", "gpu"], balanced=("arch", "runtime"))
+
+
 def test_summary_reads_coverage_and_width_factors():
     s = summary({**CAL, "grouped_coverage": {"gpu": {"pooled": {"0.80": {"coverage": 0.851}}}}})
     assert s["test_coverage"] == {"0.80": 0.79, "0.90": 0.905}

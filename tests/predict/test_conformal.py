@@ -168,3 +168,43 @@ def test_a_held_out_runtime_is_scored_without_fitting_the_learner(holdout_model,
     fast = conformal._fit_predict(template, X, y, tr, te)
     full = clone(template).fit(X.iloc[tr], y[tr]).predict(X.iloc[te])
     assert np.allclose(fast, full, rtol=1e-9)
+
+
+def test_balanced_quantile_with_one_fold_is_the_conformal_rank():
+    rng = np.random.default_rng(0)
+    for n in (1, 9, 10, 99, 1000):
+        s = rng.exponential(size=n)
+        for lv in (0.5, 0.8, 0.9):
+            assert conformal.balanced_quantile(s, np.zeros(n, dtype=int), lv) == conformal.quantile(s, lv)
+    assert math.isinf(conformal.balanced_quantile(np.array([]), np.array([]), 0.9))
+
+
+def test_balanced_quantile_weighs_each_fold_equally():
+    # a large fold of small errors (torch.compile-like) and a small fold of large ones (XLA-like)
+    small, large = np.linspace(0.01, 0.1, 900), np.linspace(1.0, 2.0, 100)
+    s = np.concatenate([small, large])
+    fold = np.repeat([0, 1], [900, 100])
+    # pooled by rows the small fold sets the 80 % quantile; balanced, half the weight lies on the large fold, so the
+    # 80 % point is 60 % of the way through it: its 61st score (cumulative 0.5 + 61 / 200 / (1 + 1 / 100) >= 0.8)
+    assert conformal.quantile(s, 0.8) < 0.1
+    q = conformal.balanced_quantile(s, fold, 0.8)
+    assert q == large[60]
+    # a level no score reaches once the new row's weight (one of the smallest fold's) is added
+    assert math.isinf(conformal.balanced_quantile(s, fold, 0.999))
+    # fold ids are labels only: which fold comes first does not matter
+    assert conformal.balanced_quantile(s, np.where(fold == 0, 7, 3), 0.8) == q
+    with pytest.raises(ValueError, match="3 scores but 2 fold ids"):
+        conformal.balanced_quantile(np.ones(3), np.zeros(2), 0.8)
+
+
+def test_quantiles_from_scores_balance_only_the_named_kinds():
+    s = np.concatenate([np.linspace(0.01, 0.1, 900), np.linspace(1.0, 2.0, 100)])
+    fold = np.repeat([0, 1], [900, 100])
+    every = {"row": (s, fold), "runtime": (s, fold)}
+    cal = conformal.quantiles_from_scores(every, (0.8,), ("runtime", "arch"))
+    assert cal["balanced_kinds"] == ["runtime"]
+    assert cal["quantiles"]["row"]["0.80"] == conformal.quantile(s, 0.8)
+    assert cal["quantiles"]["runtime"]["0.80"] == conformal.balanced_quantile(s, fold, 0.8)
+    assert cal["n_scores"] == {"row": 1000, "runtime": 1000}
+    pooled = conformal.quantiles_from_scores(every, (0.8,), ())
+    assert pooled["balanced_kinds"] == [] and pooled["quantiles"]["runtime"] == pooled["quantiles"]["row"]

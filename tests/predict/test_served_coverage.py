@@ -80,3 +80,39 @@ def test_loading_a_model_leaves_sys_path_as_it_was(holdout_model):
     before = list(sys.path)
     load(holdout_model["registered"])
     assert sys.path == before
+
+
+def test_balanced_and_pooled_runtime_quantiles_on_the_same_scores(holdout_model, real_overrides):
+    """Each rule answers with its own calibration of the same out-of-fold scores: the runtime kind's quantile weighed
+    by fold (each held-out runtime counts once) or pooled by rows, as `conformal` computes them directly."""
+    import numpy as np
+    from sklearn.base import clone
+
+    from src.predict import conformal
+    from src.predict.calibrate import kind_labels
+    from src.predict.data import load_split
+    from src.predict.model import load
+    from src.predict.served_coverage import Rule, outer_folds, served_rule_coverage
+    from src.train import family_labels
+
+    model = load(holdout_model["registered"])
+    data = load_split(model.meta["features"], ["densenet"], real_overrides, 8000)
+    rules = {"by_rows": Rule(("runtime",), ()), "served": Rule(("runtime",))}
+    out = served_rule_coverage(clone(model.pipeline), data, "runtime", list(model.meta["gpu_features"]), (0.8,),
+                               k=2, progress=False, kinds=("runtime",), max_outer=1, rules=rules)
+    df = data.df.reset_index(drop=True)
+    tr, _ = outer_folds("runtime", df, 2, 42)[0]
+    labels = {"runtime": kind_labels(df, ("runtime",))["runtime"].iloc[tr].reset_index(drop=True)}
+    assert labels["runtime"].nunique() >= 3, "the sample's training part needs two held-out runtimes besides eager"
+    s, fold = conformal.all_oof_scores_by_fold(
+        clone(model.pipeline), df[data.cols].iloc[tr].reset_index(drop=True), df["target"].to_numpy(float)[tr],
+        ("runtime",), df["gpu"].astype(str).iloc[tr], family_labels(df).iloc[tr], 2, 42, labels=labels)["runtime"]
+    assert len(np.unique(fold)) == labels["runtime"].nunique() - 1
+    # every held-out row gets the runtime kind (the only one calibrated), so its width is exp(q) of that kind
+    assert out["pooled"]["by_rows"]["0.80"]["median_width_factor"] == pytest.approx(
+        np.exp(conformal.quantile(s, 0.8)))
+    assert out["pooled"]["served"]["0.80"]["median_width_factor"] == pytest.approx(
+        np.exp(conformal.balanced_quantile(s, fold, 0.8)))
+    assert conformal.quantile(s, 0.8) != conformal.balanced_quantile(s, fold, 0.8)
+    with pytest.raises(ValueError, match=r"unknown balanced kind\(s\) \['batch'\]"):
+        served_rule_coverage(model.pipeline, data, "runtime", [], (0.9,), rules={"x": Rule((), ("batch",))})
