@@ -61,8 +61,10 @@ def extrapolation_reasons(joined: Mapping[str, Any], meta: dict, ptx_index=None,
             add(missing, texts)
     for col, mask in (unseen or {}).items():
         values = np.asarray(joined[col], dtype=object)[mask]
-        add(mask, np.array([f"{col} {v!r} has no training rows of its kind: bare physics estimate x median "
-                            "training efficiency" for v in values], dtype=object))
+        # the fallback's constant is the median training efficiency or, with target.point=mape (the pipeline's),
+        # the efficiency that minimises the training rows' MAPE (src/features/baseline.py `fallback_point`)
+        add(mask, np.array([f"{col} {v!r} has no training rows of its kind: bare physics estimate x one constant "
+                            "training efficiency (the unseen-kind fallback)" for v in values], dtype=object))
     setting = setting_reasons(joined, meta.get("training_settings") or [])
     add(setting != "", setting[setting != ""])
     return reasons

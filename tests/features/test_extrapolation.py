@@ -18,7 +18,8 @@ def test_extrapolation_reasons_per_row():
     joined["compile_mode"] = np.array(["eager", "eager", "tensorrt", "eager"], dtype=object)
     got = extrapolation_reasons(joined, meta, unseen={"compile_mode": np.array([False, False, True, False])})
     assert got[2] == ("batch_size 4096 outside the training range [1, 128]; compile_mode 'tensorrt' has no "
-                      "training rows of its kind: bare physics estimate x median training efficiency")
+                      "training rows of its kind: bare physics estimate x one constant training efficiency (the "
+                      "unseen-kind fallback)")
 
 
 def test_setting_reasons_flag_a_setup_or_named_release_no_training_row_had():
