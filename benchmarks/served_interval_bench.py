@@ -51,6 +51,8 @@ def plot(results: dict, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(9, 3.5))
     labels, x, width = [], 0, 0.8 / len(COLORS)
     for protocol, res in results.items():
+        if not res["pooled"]:  # no outer fold (e.g. a dataset with one runtime)
+            continue
         for lv in LEVELS:
             key = f"{lv:.2f}"
             for j, rule in enumerate(COLORS):

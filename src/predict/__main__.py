@@ -101,7 +101,8 @@ def parser() -> argparse.ArgumentParser:
                         "specs outside the training range; runtime: a runtime no training row had)")
     c.add_argument("--balanced", nargs="*", default=list(BALANCED_KINDS), choices=list(SERVED_KINDS),
                    help="kinds whose quantile weighs each fold (one held-out runtime / GPU generation) equally instead "
-                        "of each row; none: pooled over rows everywhere (src/predict/conformal.py)")
+                        "of each row; none: pooled over rows everywhere (src/predict/conformal.py). Put Hydra "
+                        "overrides before it, or after `--`")
     c.add_argument("--max-rows", type=int, help="subsample the dataset (quick runs)")
     c.add_argument("--no-log", action="store_true", help="do not store the calibration with the model")
     c.add_argument("--out", default=str(REPO_ROOT / "reports" / "predict"))

@@ -218,7 +218,7 @@ def reusable(cal: dict | None, model: LoadedModel, levels, kinds, k: int | None 
     have_levels = {f"{float(lv):.2f}" for lv in cal.get("levels", [])}
     quantiles = cal.get("quantiles", {})
     same_k = k is None or int(cal.get("k", -1)) == int(k)
-    same_balance = set(cal.get("balanced_kinds", [])) == {kind for kind in kinds if kind in balanced}
+    same_balance = set(cal.get("balanced_kinds", [])) & set(kinds) == {kind for kind in kinds if kind in balanced}
     return (same_k and same_balance and {f"{float(lv):.2f}" for lv in levels} <= have_levels
             and all(kind in quantiles for kind in kinds))
 

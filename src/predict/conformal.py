@@ -9,7 +9,7 @@ used for calibration; it only measures the empirical coverage.
 Why several calibrations: a GPU or a CNN the model never saw has larger errors than a random row. Folds by GPU
 ("gpu"), by CNN family ("cnn"), and by both at once ("gpu_cnn": train on rows with neither the fold's GPUs nor
 its families, score rows with both) give a quantile for each kind of novelty; the predictor picks the one that
-matches each query row. Three more kinds match the grouped evaluation protocols: "model" (folds by CNN
+matches each query row. Four more kinds match the grouped evaluation protocols: "model" (folds by CNN
 architecture, model_key: a new CNN of a known family), "arch" (a GPU generation nobody measured: train on the
 architectures older than each of the two newest in the part, score that newest one) and "runtime" (a deployment
 runtime nobody measured: each runtime but the most common held out in turn, its rows answered by the unseen-kind
@@ -87,8 +87,15 @@ def scores(y: np.ndarray, pred: np.ndarray) -> np.ndarray:
     return np.abs(np.log(y) - np.log(pred))
 
 
+def check_level(level: float) -> None:
+    """A nominal level strictly between 0 and 1 (a level of 0 would index the scores from the end)."""
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"conformal level must lie strictly between 0 and 1, got {level!r}")
+
+
 def quantile(s: np.ndarray, level: float) -> float:
     """Finite-sample conformal quantile: the ceil((n+1)*level)-th smallest score (inf if n is too small)."""
+    check_level(level)
     s = np.sort(np.asarray(s, dtype=float))
     n = len(s)
     k = math.ceil((n + 1) * level)
@@ -99,18 +106,23 @@ def quantile(s: np.ndarray, level: float) -> float:
 
 def balanced_quantile(s: np.ndarray, fold: np.ndarray, level: float) -> float:
     """Conformal quantile with every fold's scores carrying the same total weight: each score weighs 1 / (its fold's
-    size), and the new row weighs as one of the smallest fold's (conservative). With one fold this is `quantile`."""
+    size), and the new row weighs as an average scored row (the mean weight: a row of a few-row fold would
+    otherwise weigh as a whole fold and make the quantile infinite). With one fold this is `quantile`."""
+    check_level(level)
     s, fold = np.asarray(s, dtype=float), np.asarray(fold)
     if len(s) != len(fold):
         raise ValueError(f"balanced_quantile: {len(s)} scores but {len(fold)} fold ids")
     if len(s) == 0:
         return math.inf
     _, inverse, sizes = np.unique(fold, return_inverse=True, return_counts=True)
+    if len(sizes) == 1:
+        return quantile(s, level)
     w = 1.0 / sizes[inverse]
     order = np.argsort(s, kind="stable")
-    cum = np.cumsum(w[order]) / (w.sum() + w.max())
-    # the smallest score whose cumulative weight reaches the level (float slack so one fold equals `quantile`)
-    i = int(np.searchsorted(cum, level - 1e-12, side="left"))
+    cum = np.cumsum(w[order]) / (w.sum() + w.mean())
+    # the smallest score whose cumulative weight reaches the level; the slack covers the cumulative sum's rounding
+    # (at most a rank higher otherwise: conservative)
+    i = int(np.searchsorted(cum, level - 4 * len(s) * np.finfo(float).eps, side="left"))
     return math.inf if i >= len(s) else float(s[order][i])
 
 

@@ -45,8 +45,10 @@ RULES: dict[str, Rule] = {"novelty": Rule(()), "served": Rule(ESCALATIONS)}
 
 
 def as_rule(rule: Rule | tuple[str, ...]) -> Rule:
-    """A Rule; a plain tuple names the escalations (the served balancing)."""
-    return rule if isinstance(rule, Rule) else Rule(tuple(rule))
+    """A Rule of tuples; a plain sequence names the escalations (the served balancing)."""
+    if isinstance(rule, Rule):
+        return Rule(tuple(rule.escalations), tuple(rule.balanced))
+    return Rule(tuple(rule))
 
 
 def outer_folds(protocol: str, df: pd.DataFrame, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -95,7 +97,8 @@ def served_rule_coverage(template, data: SplitData, protocol: str, gpu_features:
                          kinds: tuple[str, ...] = SERVED_KINDS, max_outer: int | None = None,
                          rules: dict[str, Rule | tuple[str, ...]] | None = None) -> dict:
     """Pooled and per-fold coverage and median width factor of the held-out rows' intervals under each rule (name ->
-    Rule, or the escalations it applies; default RULES), and how many rows each kind answered (see the module
+    Rule, or the escalations it applies; default RULES), and how many rows each kind answered at the widest level
+    (the last of `levels`; a served answer's `interval_kind` too names the widest level's kind; see the module
     docstring).
     `kinds`: those calibrated (a kind left out answers the widest calibrated one, as a served model's older
     calibration does); `max_outer`: the first folds only (quick checks)."""

@@ -46,8 +46,9 @@ def test_a_calibration_pooled_where_folds_are_now_balanced_is_not_reused():
     # asked to pool by rows, a balanced calibration is not reused either
     assert not reusable({**with_runtime, "balanced_kinds": ["runtime"]}, _model(), [0.9], ["row", "runtime"],
                         balanced=())
-    # kinds not requested do not matter
+    # kinds not requested do not matter: a full calibration (runtime balanced) answers a request for row and gpu
     assert reusable(CAL, _model(), [0.9], ["row", "gpu"], balanced=("arch", "runtime"))
+    assert reusable({**with_runtime, "balanced_kinds": ["runtime"]}, _model(), [0.9], ["row"])
 
 
 def test_summary_reads_coverage_and_width_factors():

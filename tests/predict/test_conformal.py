@@ -185,16 +185,36 @@ def test_balanced_quantile_weighs_each_fold_equally():
     s = np.concatenate([small, large])
     fold = np.repeat([0, 1], [900, 100])
     # pooled by rows the small fold sets the 80 % quantile; balanced, half the weight lies on the large fold, so the
-    # 80 % point is 60 % of the way through it: its 61st score (cumulative 0.5 + 61 / 200 / (1 + 1 / 100) >= 0.8)
+    # 80 % point is 60 % of the way through it: its 61st score ((1 + 61 / 100) / (2 + 2 / 1000) >= 0.8, the new row
+    # weighing the mean weight 2 / 1000)
     assert conformal.quantile(s, 0.8) < 0.1
     q = conformal.balanced_quantile(s, fold, 0.8)
     assert q == large[60]
-    # a level no score reaches once the new row's weight (one of the smallest fold's) is added
-    assert math.isinf(conformal.balanced_quantile(s, fold, 0.999))
+    # a level no score reaches once the new row's weight is added: 2 / 2.002 = 0.999001
+    assert conformal.balanced_quantile(s, fold, 0.999) == large[-1]
+    assert math.isinf(conformal.balanced_quantile(s, fold, 0.9995))
+    # a fold of three rows weighs as much as the large one, but the new row only as an average row: finite
+    tiny = np.concatenate([small, [1.0, 1.5, 2.0]])
+    assert conformal.balanced_quantile(tiny, np.repeat([0, 1], [900, 3]), 0.9) == 2.0
     # fold ids are labels only: which fold comes first does not matter
     assert conformal.balanced_quantile(s, np.where(fold == 0, 7, 3), 0.8) == q
     with pytest.raises(ValueError, match="3 scores but 2 fold ids"):
         conformal.balanced_quantile(np.ones(3), np.zeros(2), 0.8)
+    for bad in (0.0, 1.0, -0.1):
+        with pytest.raises(ValueError, match="strictly between 0 and 1"):
+            conformal.balanced_quantile(s, fold, bad)
+        with pytest.raises(ValueError, match="strictly between 0 and 1"):
+            conformal.quantile(s, bad)
+
+
+def test_balanced_quantile_of_equal_folds_is_the_pooled_rank():
+    """Equal-sized folds weigh each row equally, so the balanced quantile is the pooled one, float rounding aside."""
+    rng = np.random.default_rng(1)
+    for k, size in ((2, 50), (3, 333), (4, 2500)):
+        s = rng.exponential(size=k * size)
+        fold = np.repeat(np.arange(k), size)
+        for lv in (0.8, 0.9):
+            assert conformal.balanced_quantile(s, fold, lv) == conformal.quantile(s, lv)
 
 
 def test_quantiles_from_scores_balance_only_the_named_kinds():

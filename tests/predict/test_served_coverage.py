@@ -114,5 +114,9 @@ def test_balanced_and_pooled_runtime_quantiles_on_the_same_scores(holdout_model,
     assert out["pooled"]["served"]["0.80"]["median_width_factor"] == pytest.approx(
         np.exp(conformal.balanced_quantile(s, fold, 0.8)))
     assert conformal.quantile(s, 0.8) != conformal.balanced_quantile(s, fold, 0.8)
+    from src.predict.served_coverage import as_rule
+
+    assert as_rule(Rule(["runtime"], ["arch"])) == Rule(("runtime",), ("arch",))  # hashable: keys the calibrations
+    assert as_rule(["setup"]) == Rule(("setup",))
     with pytest.raises(ValueError, match=r"unknown balanced kind\(s\) \['batch'\]"):
         served_rule_coverage(model.pipeline, data, "runtime", [], (0.9,), rules={"x": Rule((), ("batch",))})
