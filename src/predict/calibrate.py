@@ -206,8 +206,10 @@ def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kin
 def reusable(cal: dict | None, model: LoadedModel, levels, kinds, k: int | None = None,
              balanced: tuple[str, ...] = conformal.BALANCED_KINDS) -> bool:
     """Whether the calibration stored with the model already answers for it: the same run (whose rows register
-    checked against the data), the same K (when given), every requested level and novelty kind, and the same
-    fold-balanced kinds among them (a calibration made before balancing existed has none). The pipeline's
+    checked against the data), the same K (when given), every requested level and novelty kind, the same
+    fold-balanced kinds among them (a calibration made before balancing existed has none), and quantiles computed
+    by today's rule (`conformal.QUANTILE_RULE_VERSION`: a calibration kept across a change of the rule would differ
+    from what a fresh clone's pipeline writes). The pipeline's
     calibrate stage runs on every `dvc repro` (its real input, the registry, is outside DVC) and refits only when the
     champion changed; the same K keeps its report what a fresh clone's pipeline writes."""
     if not cal or not model.run_id or cal.get("run_id") != model.run_id:
@@ -219,7 +221,8 @@ def reusable(cal: dict | None, model: LoadedModel, levels, kinds, k: int | None 
     quantiles = cal.get("quantiles", {})
     same_k = k is None or int(cal.get("k", -1)) == int(k)
     same_balance = set(cal.get("balanced_kinds", [])) & set(kinds) == {kind for kind in kinds if kind in balanced}
-    return (same_k and same_balance and {f"{float(lv):.2f}" for lv in levels} <= have_levels
+    same_rule = cal.get("quantile_rule_version") == conformal.QUANTILE_RULE_VERSION
+    return (same_k and same_balance and same_rule and {f"{float(lv):.2f}" for lv in levels} <= have_levels
             and all(kind in quantiles for kind in kinds))
 
 

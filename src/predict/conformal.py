@@ -46,6 +46,10 @@ from src.features.intervals import ESCALATIONS, LEVELS, NOVELTY, novelty, pick_q
 GROUPED_KINDS = ("model", "arch", "runtime", "setup")
 #: What the calibrate stage calibrates: every kind a served answer can name.
 SERVED_KINDS = NOVELTY + ESCALATIONS
+#: How the quantiles are computed from the scores; raised whenever that changes, so that the pipeline's
+#: `calibrate --reuse` recalibrates a calibration made by older code (2: the fold-balanced quantile's new row weighs
+#: the mean weight, 2026-11-30; a calibration without the field is older).
+QUANTILE_RULE_VERSION = 2
 #: Escalations calibrated one held-out group per fold (a GPU generation, a runtime): their quantile weighs each fold
 #: equally rather than each row (module docstring). The served side only reads the quantiles.
 BALANCED_KINDS = ("arch", "runtime")
@@ -261,5 +265,6 @@ def calibrate(template, X: pd.DataFrame, y: np.ndarray, gpu: pd.Series, cnn: pd.
     """Quantiles {kind: {level: q}} and score counts from a training part (never the test split)."""
     every = all_oof_scores_by_fold(template, X, y, tuple(kinds), gpu, cnn, k, seed, progress, labels, jobs)
     return {"method": "cross-conformal, K-fold out-of-fold |log error| within the training part",
+            "quantile_rule_version": QUANTILE_RULE_VERSION,
             "k": k, "seed": seed, "levels": [float(lv) for lv in levels],
             **quantiles_from_scores(every, tuple(levels), tuple(balanced))}

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from src.predict.calibrate import reusable, summary
+from src.predict.conformal import QUANTILE_RULE_VERSION
 from src.predict.model import LoadedModel
 
 
@@ -18,6 +19,7 @@ def _model(run_id: str | None = "r1", meta: dict | None = None) -> LoadedModel:
 
 
 CAL = {"run_id": "r1", "model_uri": "models:/m@champion", "k": 3, "levels": [0.8, 0.9], "train_rows": 70,
+       "quantile_rule_version": QUANTILE_RULE_VERSION,
        "test_rows": 30, "split_fingerprint": "abc",
        "quantiles": {"row": {"0.80": 0.1, "0.90": 0.2}, "gpu": {"0.80": 0.3, "0.90": 0.5}},
        "test_coverage": {"0.80": {"coverage": 0.79}, "0.90": {"coverage": 0.905}}}
@@ -46,6 +48,10 @@ def test_a_calibration_pooled_where_folds_are_now_balanced_is_not_reused():
     # asked to pool by rows, a balanced calibration is not reused either
     assert not reusable({**with_runtime, "balanced_kinds": ["runtime"]}, _model(), [0.9], ["row", "runtime"],
                         balanced=())
+    # quantiles computed by an older rule (or before the rule had a version) are recomputed: a calibration kept
+    # across the change would differ from a fresh clone's (found at 162cf1e: --reuse kept the first balanced rule's)
+    assert not reusable({k: v for k, v in CAL.items() if k != "quantile_rule_version"}, _model(), [0.9], ["row"])
+    assert not reusable({**CAL, "quantile_rule_version": QUANTILE_RULE_VERSION - 1}, _model(), [0.9], ["row"])
     # kinds not requested do not matter: a full calibration (runtime balanced) answers a request for row and gpu
     assert reusable(CAL, _model(), [0.9], ["row", "gpu"], balanced=("arch", "runtime"))
     assert reusable({**with_runtime, "balanced_kinds": ["runtime"]}, _model(), [0.9], ["row"])
