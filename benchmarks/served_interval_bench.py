@@ -4,7 +4,8 @@ For the registered champion's Pipeline (its hyper-parameters, refitted in every 
 leave_arch_out fold and each runtime but eager is held out in turn; every served kind is calibrated on the rest
 (cross-conformal, K as the pipeline's calibrate stage); the held-out rows' intervals are scored under the served
 rule with and without the escalations, and with the fold-balanced kinds (arch, runtime) pooled by rows as before
-2026-11-30 (src/predict/served_coverage.py): same rows, predictions and out-of-fold scores.
+2026-11-30 (src/predict/served_coverage.py): same rows, predictions and out-of-fold scores; coverage pooled over
+rows and read per held-out GPU / runtime / setup (each counts once).
 Writes reports/bench/served_interval_bench.json (and a PNG) and logs an MLflow run `benchmark/served_intervals`
 (experiment cnnperf-bench).
 
@@ -106,6 +107,11 @@ def main() -> int:
         print(f"leave-{protocol}-out ({results[protocol]['n_folds']} folds): " + "; ".join(
             f"{rule} " + ", ".join(f"{lv} {v['coverage']:.3f} (x{v['median_width_factor']:.2f})"
                                    for lv, v in pooled[rule].items()) for rule in pooled))
+        for rule, levels in pooled.items():
+            print(f"  {rule} per held-out group: " + "; ".join(
+                f"{lv} mean {g['mean']:.3f}, median {g['median']:.3f}, min {g['min']:.3f} ({g['worst']}), "
+                f"{[v for k, v in g.items() if k.startswith('below_')][0]} of {g['groups']} below {float(lv) - 0.1:.2f}"
+                for lv, v in levels.items() for g in [next(x for k, x in v.items() if k.startswith('per_'))]))
         print(f"  rows per kind: {results[protocol]['kinds_used']}")
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -113,6 +119,8 @@ def main() -> int:
     metrics = {f"{p}_{rule}_coverage_{lv}": float(v["coverage"])
                for p, r in results.items() for rule, levels in r["pooled"].items() for lv, v in levels.items()}
     metrics.update({f"{p}_{rule}_width_{lv}": float(v["median_width_factor"])
+                    for p, r in results.items() for rule, levels in r["pooled"].items() for lv, v in levels.items()})
+    metrics.update({f"{p}_{rule}_group_mean_{lv}": float(next(x for k, x in v.items() if k.startswith("per_"))["mean"])
                     for p, r in results.items() for rule, levels in r["pooled"].items() for lv, v in levels.items()})
     record_benchmark({"model_uri": args.model_uri, "k": args.k, "rows": int(len(data.df)),
                       "seconds": float(np.round(time.perf_counter() - t0, 1)), "protocols": results},

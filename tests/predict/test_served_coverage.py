@@ -23,6 +23,9 @@ def test_held_out_runtimes_get_the_runtime_interval(holdout_model, real_override
     # every held-out row's runtime is new to its model: the fallback answers it, and the served rule says so
     assert all(f["rows_runtime"] == f["n"] for f in out["per_fold"].values())
     assert sum(out["kinds_used"]["novelty"].values()) == sum(out["kinds_used"]["served"].values()) == held
+    # coverage per held-out runtime: one fold holds out one runtime
+    per = out["pooled"]["served"]["0.80"]["per_runtime"]
+    assert per["groups"] == 1 and per["mean"] == pytest.approx(out["pooled"]["served"]["0.80"]["coverage"])
     # a runtime nobody measured is answered less surely than a random row: no held-out row keeps the row interval
     assert "row" not in out["kinds_used"]["served"] and out["kinds_used"]["served"].get("runtime", 0) > 0
     for lv in ("0.80", "0.90"):
@@ -120,3 +123,18 @@ def test_balanced_and_pooled_runtime_quantiles_on_the_same_scores(holdout_model,
     assert as_rule(["setup"]) == Rule(("setup",))
     with pytest.raises(ValueError, match=r"unknown balanced kind\(s\) \['batch'\]"):
         served_rule_coverage(model.pipeline, data, "runtime", [], (0.9,), rules={"x": Rule((), ("batch",))})
+
+
+def test_group_coverage_counts_each_group_once():
+    import numpy as np
+
+    from src.predict.served_coverage import group_coverage
+
+    # a large group covered at 0.95 and two small ones at 0.5 and 0.0: pooled 0.905, per group 0.483
+    inside = np.array([True] * 95 + [False] * 5 + [True, False] + [False] * 3)
+    groups = np.array(["rtx3090"] * 100 + ["t4"] * 2 + ["k40"] * 3)
+    out = group_coverage(inside, groups, 0.8)
+    assert inside.mean() > 0.9
+    assert out["groups"] == 3 and out["min"] == 0.0 and out["worst"] == "k40"
+    assert out["mean"] == pytest.approx((0.95 + 0.5 + 0.0) / 3) and out["median"] == 0.5
+    assert out["below_0.70"] == 2
