@@ -82,7 +82,7 @@ def group_coverage(inside: np.ndarray, groups: np.ndarray, level: float) -> dict
     cov = np.bincount(codes, weights=inside.astype(float)) / np.bincount(codes)
     short = level - 0.1
     return {"groups": int(len(names)), "mean": float(cov.mean()), "median": float(np.median(cov)),
-            "min": float(cov.min()), "worst": str(names[np.argmin(cov)]),
+            "min": float(cov.min()), "worst": str(names[np.argmin(cov)]).replace("\x1f", " / "),  # setup fields
             f"below_{short:.2f}": int((cov < short).sum())}
 
 

@@ -138,3 +138,6 @@ def test_group_coverage_counts_each_group_once():
     assert out["groups"] == 3 and out["min"] == 0.0 and out["worst"] == "k40"
     assert out["mean"] == pytest.approx((0.95 + 0.5 + 0.0) / 3) and out["median"] == 0.5
     assert out["below_0.70"] == 2
+    # a setup label's fields (joined by the unit separator) read apart
+    setup = group_coverage(np.array([True, False]), np.array(["paddle\x1ffp16", "torch\x1ffp32"]), 0.9)
+    assert setup["worst"] == "torch / fp32"
