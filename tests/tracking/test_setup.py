@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from src.serve.processes import stop_process_group
 from src.tracking import EXPERIMENT_KIND_TAG, EXPERIMENT_KIND_TRAINING, setup
-
-MLFLOW_CLI = Path(sys.executable).with_name("mlflow")
+from tests.scaleout.servers import MlflowServer
 
 
 @pytest.fixture
@@ -64,12 +55,6 @@ def test_setup_creates_training_experiment_and_marks_existing(store):
     assert client.get_experiment(old_id).tags[EXPERIMENT_KIND_TAG] == "genai_development"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get_json(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=5) as r:
         return json.load(r)
@@ -78,30 +63,13 @@ def _get_json(url: str) -> dict:
 def test_tracking_server_reports_experiment_kind(store):
     uri, tmp_path = store
     setup(uri, "cnnperf-ui", artifact_root=str(tmp_path / "art"))
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = open(tmp_path / "server.log", "wb")
-    proc = subprocess.Popen(
-        [str(MLFLOW_CLI), "server", "--backend-store-uri", uri, "--default-artifact-root", str(tmp_path / "art"),
-         "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,  # own process group: children die with it
-        env={**os.environ, "MLFLOW_TRACKING_URI": uri})
+    # The scale-out tests' server helper: its start-up wait (120 s) fits a loaded 2-core CI machine, where
+    # `mlflow server` alone has taken over 25 s to answer /health.
+    server = MlflowServer(uri, tmp_path / "art", workers=1).wait_ready()
     try:
-        deadline = time.monotonic() + 25
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"mlflow server did not come up:\n{(tmp_path / 'server.log').read_text()[-3000:]}")
-            time.sleep(0.3)
         q = urllib.parse.urlencode({"experiment_name": "cnnperf-ui"})
-        exp = _get_json(f"{base}/api/2.0/mlflow/experiments/get-by-name?{q}")["experiment"]
+        exp = _get_json(f"{server.url}/api/2.0/mlflow/experiments/get-by-name?{q}")["experiment"]
         tags = {t["key"]: t["value"] for t in exp.get("tags", [])}
         assert tags.get(EXPERIMENT_KIND_TAG) == "custom_model_development"
     finally:
-        stop_process_group(proc, grace_s=15.0)  # the group's children (job consumers, uvicorn workers) too
-        log.close()
+        server.stop()
