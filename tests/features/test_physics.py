@@ -48,6 +48,19 @@ DATASHEET = [
     ("Tesla P4", "int8", False, 22.0),  # cc 6.1: dp4a
     ("Tesla P100 PCIe 16 GB", "fp16", False, 18.7),  # cc 6.0: fp16 at 2x fp32 on CUDA cores, no tensor cores
     ("GeForce GTX 1080 Ti", "fp16", False, 11.3),  # no tensor cores, fp16 at 1/64: fp32 rate
+    # The L40 is rated at half the L40S's tensor rate on the same AD102 at the same clocks (datasheets)
+    ("L40", "fp16", False, 181.05),
+    ("L40", "int8", False, 362.0),
+    ("L40S", "fp16", False, 362.05),
+    ("L40S", "int8", False, 733.0),
+    # Hopper: NVIDIA rates tensor math below the maximum boost clock (SXM5 1,830 MHz, PCIe 1,620, NVL 1,545)
+    ("H100 SXM5 80 GB", "fp16", False, 989.4),
+    ("H100 SXM5 80 GB", "fp32", True, 494.7),  # TF32
+    ("H100 SXM5 80 GB", "int8", False, 1978.9),
+    ("H100 PCIe 80 GB", "fp16", False, 756.5),
+    ("H100 NVL 94 GB", "fp16", False, 835.5),
+    ("H200 SXM 141 GB", "bf16", False, 989.4),
+    ("H200 NVL", "fp16", False, 835.5),
 ]
 
 

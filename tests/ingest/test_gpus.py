@@ -60,6 +60,10 @@ def test_gpu_features_are_complete_and_tensor_peaks_match_datasheets():
     assert features.loc["A100 SXM4 40 GB", "tensor_fp16_tflops"] == pytest.approx(312, rel=0.01)
     assert features.loc["Tesla V100 SXM2 16 GB", "tensor_fp16_tflops"] == pytest.approx(130, rel=0.05)
     assert features.loc["GeForce RTX 3090", "tensor_fp16_tflops"] == pytest.approx(142, rel=0.01)
+    # where NVIDIA rates a board below tensor cores x clock, its datasheet figure, flagged as not derived
+    assert features.loc["L40", "tensor_fp16_tflops"] == pytest.approx(181.05)
+    assert not features.loc["L40", "tensor_peak_derived"] and features.loc["L40S", "tensor_peak_derived"]
+    assert features.loc["H100 SXM5 80 GB", "tensor_fp16_tflops"] == pytest.approx(989.4)
     # no tensor cores: fall back to the CUDA-core rate, flagged as not derived
     assert features.loc["GeForce GTX 1080 Ti", "tensor_cores"] == 0
     assert not features.loc["GeForce GTX 1080 Ti", "tensor_peak_derived"]
