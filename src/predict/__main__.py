@@ -109,7 +109,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--stem", help="output file stem (default conformal_<uri>)")
     c.add_argument("--reuse", action="store_true",
                    help="keep the calibration stored with the model when it is for this run and split, with this K and "
-                        "the requested levels and kinds (the pipeline's calibrate stage); otherwise calibrate")
+                        "the requested levels and kinds, or the report --out/--stem already holds when it was made "
+                        "for a model with the same fingerprint (code, split, answers: a fresh clone's new run of "
+                        "the same model); otherwise calibrate (the pipeline's calibrate stage)")
     c.add_argument("--jobs", type=int, default=1,
                    help="worker processes fitting the cross-conformal folds (the same calibration, sooner)")
     c.add_argument("--summary", help="also write the coverage and width figures to this JSON file (DVC metrics)")
@@ -203,24 +205,42 @@ def _calibrate_and_store(uri: str, k: int, levels, grouped, max_rows, log_it: bo
                          kinds=SERVED_KINDS, stem: str | None = None, reuse: bool = False,
                          summary_path: str | None = None, overrides: list[str] | None = None, jobs: int = 1,
                          balanced=BALANCED_KINDS) -> dict:
-    from src.predict.calibrate import calibrate_model, log_calibration, reusable, serve_calibration, summary
+    from src.predict.calibrate import (
+        calibrate_model,
+        log_calibration,
+        model_fingerprint,
+        model_split,
+        reusable,
+        reusable_report,
+        serve_calibration,
+        summary,
+    )
     from src.predict.model import load
 
     model = load(uri)
     store = log_it  # --no-log: neither the run nor the served model's folder gets the calibration
-    if reuse and reusable(model.conformal, model, levels, kinds, k, tuple(balanced)):
-        cal, log_it = model.conformal, False
-        print(f"{uri}: run {model.run_id} already holds a calibration for this split (k={cal['k']}, levels "
-              f"{cal['levels']}); kept it")
-    else:
-        cal, _ = calibrate_model(model, tuple(levels), k, kinds=tuple(kinds), grouped=tuple(grouped),
-                                 max_rows=max_rows, overrides=overrides, jobs=jobs, balanced=tuple(balanced))
-        if log_it and model.run_id:
-            log_calibration(cal, model.run_id)
-    # `mlflow models serve` answers with the intervals of the calibration in the model's own folder
-    served = store and serve_calibration(cal, model)
     stem = stem or f"conformal_{uri.replace(':/', '_').replace('/', '_').replace('@', '_')}"
     path = Path(out) / f"{stem}.json"
+    cal = None
+    if reuse:
+        fingerprint = model_fingerprint(model, model_split(model, overrides, max_rows))
+        prior = json.loads(path.read_text()) if path.is_file() else None
+        if reusable(model.conformal, model, levels, kinds, k, tuple(balanced), fingerprint):
+            cal, log_it = model.conformal, False
+            print(f"{uri}: run {model.run_id} already holds a calibration for this split (k={cal['k']}, levels "
+                  f"{cal['levels']}); kept it")
+        elif reusable_report(prior, model, levels, kinds, fingerprint, k, tuple(balanced), tuple(grouped)):
+            # a fresh clone: the champion is a new run of the model the committed report was made for
+            cal = {**prior, "model_uri": uri, "run_id": model.run_id}
+            print(f"{uri}: {path} was made for a model with the same fingerprint {fingerprint} (code, split and "
+                  "answers); kept it")
+    if cal is None:
+        cal, _ = calibrate_model(model, tuple(levels), k, kinds=tuple(kinds), grouped=tuple(grouped),
+                                 max_rows=max_rows, overrides=overrides, jobs=jobs, balanced=tuple(balanced))
+    if log_it and model.run_id:
+        log_calibration(cal, model.run_id)
+    # `mlflow models serve` answers with the intervals of the calibration in the model's own folder
+    served = store and serve_calibration(cal, model)
     path.parent.mkdir(parents=True, exist_ok=True)
     # the report names no run and no timing (the MLflow artifact does): a fresh clone's `make pipeline` writes the
     # same bytes as the committed file, and `git status` stays clean

@@ -8,6 +8,7 @@ outer leave-group-out folds, calibration by the same grouping inside each outer 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import tempfile
@@ -19,6 +20,7 @@ import pandas as pd
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
+from src.config import REPO_ROOT
 from src.evaluate.ranking import ranking_agreement
 from src.features.intervals import CALIBRATION_FILE
 from src.predict import conformal
@@ -27,6 +29,10 @@ from src.predict.model import CONFORMAL_ARTIFACT, LoadedModel
 from src.train import family_labels
 
 log = logging.getLogger("cnnperf.predict")
+
+#: The code a calibration's fits run (the pipeline's transforms and estimators, the conformal scores): part of
+#: `model_fingerprint`, so an edit there recalibrates even a champion that was not retrained.
+CALIBRATION_CODE = ("src/predict", "src/features", "src/train")
 
 
 def _labels(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -159,13 +165,31 @@ def kind_labels(df: pd.DataFrame, kinds) -> dict[str, pd.Series]:
     return {kind: make[kind]().reset_index(drop=True) for kind in kinds if kind in make}
 
 
-def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kinds=conformal.SERVED_KINDS,
-                    grouped: tuple[str, ...] = (), max_rows: int | None = None, progress: bool = True,
-                    overrides: list[str] | None = None, jobs: int = 1,
-                    balanced: tuple[str, ...] = conformal.BALANCED_KINDS) -> tuple[dict, SplitData]:
-    """Calibration JSON for a loaded model (training part only) + its test-split and excluded-rows coverage;
-    `jobs` worker processes fit the cross-conformal folds; the `balanced` kinds weigh each fold equally."""
-    t0 = time.perf_counter()
+def code_fingerprint(root: Path = REPO_ROOT, parts: tuple[str, ...] = CALIBRATION_CODE) -> str:
+    """md5 of the Python sources under `parts` (paths relative to `root`, in sorted order)."""
+    h = hashlib.md5()
+    for part in parts:
+        for f in sorted((root / part).rglob("*.py")):
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def model_fingerprint(model: LoadedModel, data: SplitData, test_pred: np.ndarray | None = None) -> str:
+    """What a calibration is a function of: the code its fits run, the rebuilt split, and the model itself (its
+    answers on the test rows, log-rounded to 1e-9; two configurations that answer all of them alike refit alike).
+    A fresh clone's pipeline trains a new run of the same model; equal fingerprints let it keep the committed
+    calibration instead of refitting it (the K-fold fits are deterministic in all of these)."""
+    if test_pred is None:
+        test_pred = model.pipeline.predict(data.df.iloc[data.test][data.cols])
+    h = hashlib.md5()
+    h.update(code_fingerprint().encode() + b"#" + data.fingerprint().encode() + b"#")
+    h.update(np.round(np.log(np.asarray(test_pred, dtype=float)), 9).tobytes())
+    return h.hexdigest()
+
+
+def model_split(model: LoadedModel, overrides: list[str] | None = None, max_rows: int | None = None) -> SplitData:
+    """The model's dataset and 70/30 split rebuilt from its config; refused where it is not the one it was fitted
+    and tested on."""
     excluded = list(model.meta.get("excluded_families", []))
     data = load_split(model.meta.get("features", "engineered"), excluded, overrides,
                       max_rows if max_rows is not None else model.meta.get("max_rows"))
@@ -175,6 +199,18 @@ def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kin
                          "fingerprint mismatch: measurement, static-feature or config files changed); calibrating "
                          "would mix its training rows into the test split. Refit it (fit-holdout) first.")
     check_run_split(model, data)
+    return data
+
+
+def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kinds=conformal.SERVED_KINDS,
+                    grouped: tuple[str, ...] = (), max_rows: int | None = None, progress: bool = True,
+                    overrides: list[str] | None = None, jobs: int = 1,
+                    balanced: tuple[str, ...] = conformal.BALANCED_KINDS) -> tuple[dict, SplitData]:
+    """Calibration JSON for a loaded model (training part only) + its test-split and excluded-rows coverage;
+    `jobs` worker processes fit the cross-conformal folds; the `balanced` kinds weigh each fold equally."""
+    t0 = time.perf_counter()
+    excluded = list(model.meta.get("excluded_families", []))
+    data = model_split(model, overrides, max_rows)
     seed = int(data.config["seed"])
     X, y = data.df[data.cols].reset_index(drop=True), data.df["target"].to_numpy(dtype=float)
     gpu, fam = _labels(data.df)
@@ -194,8 +230,9 @@ def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kin
     })
     cal["test_coverage"] = split_coverage(model.pipeline, data, cal, levels)
     test = data.df.iloc[data.test]
-    cal["test_gpu_ranking"] = ranking_agreement(test, test["target"].to_numpy(dtype=float),
-                                                model.pipeline.predict(test[data.cols]))
+    test_pred = model.pipeline.predict(test[data.cols])
+    cal["model_fingerprint"] = model_fingerprint(model, data, test_pred)
+    cal["test_gpu_ranking"] = ranking_agreement(test, test["target"].to_numpy(dtype=float), test_pred)
     cal["excluded_family_coverage"] = excluded_coverage(model.pipeline, data, cal, levels)
     cal["grouped_coverage"] = {p: grouped_coverage(template, data, p, levels, k, seed, progress=progress, jobs=jobs,
                                                    balanced=tuple(balanced)) for p in grouped}
@@ -204,15 +241,38 @@ def calibrate_model(model: LoadedModel, levels=conformal.LEVELS, k: int = 5, kin
 
 
 def reusable(cal: dict | None, model: LoadedModel, levels, kinds, k: int | None = None,
-             balanced: tuple[str, ...] = conformal.BALANCED_KINDS) -> bool:
+             balanced: tuple[str, ...] = conformal.BALANCED_KINDS, fingerprint: str | None = None) -> bool:
     """Whether the calibration stored with the model already answers for it: the same run (whose rows register
     checked against the data), the same K (when given), every requested level and novelty kind, the same
     fold-balanced kinds among them (a calibration made before balancing existed has none), and quantiles computed
     by today's rule (`conformal.QUANTILE_RULE_VERSION`: a calibration kept across a change of the rule would differ
     from what a fresh clone's pipeline writes). The pipeline's
     calibrate stage runs on every `dvc repro` (its real input, the registry, is outside DVC) and refits only when the
-    champion changed; the same K keeps its report what a fresh clone's pipeline writes."""
+    champion changed; the same K keeps its report what a fresh clone's pipeline writes. With `fingerprint` (the
+    model's `model_fingerprint` now), the calibration must also carry it: one made by other code is refitted."""
     if not cal or not model.run_id or cal.get("run_id") != model.run_id:
+        return False
+    return answers(cal, model, levels, kinds, k, balanced, fingerprint)
+
+
+def reusable_report(report: dict | None, model: LoadedModel, levels, kinds, fingerprint: str, k: int | None = None,
+                    balanced: tuple[str, ...] = conformal.BALANCED_KINDS, grouped: tuple[str, ...] = ()) -> bool:
+    """Whether the calibration report the last pipeline run wrote (DVC keeps it: `persist`) answers for a champion
+    of another run, as on a fresh clone: the same model fingerprint (code, split, answers), K, balancing and
+    quantile rule, and exactly the levels, kinds and grouped protocols asked for (so that keeping it writes the bytes
+    a new calibration would)."""
+    if not report:
+        return False
+    exact = ({f"{float(lv):.2f}" for lv in report.get("levels", [])} == {f"{float(lv):.2f}" for lv in levels}
+             and set(report.get("quantiles", {})) == set(kinds)
+             and set(report.get("grouped_coverage") or {}) == set(grouped))
+    return exact and answers(report, model, levels, kinds, k, balanced, fingerprint)
+
+
+def answers(cal: dict, model: LoadedModel, levels, kinds, k: int | None, balanced: tuple[str, ...],
+            fingerprint: str | None) -> bool:
+    """The checks both reuses share, whichever run the calibration was made for (see `reusable`)."""
+    if fingerprint is not None and cal.get("model_fingerprint") != fingerprint:
         return False
     expected = model.meta.get("split_fingerprint")
     if expected and cal.get("split_fingerprint") != expected:

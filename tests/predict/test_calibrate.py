@@ -135,3 +135,47 @@ def test_parallel_fold_fits_give_the_same_scores(holdout_model, real_overrides):
         np.testing.assert_array_equal(one[kind], two[kind])
     # one kind alone is the same as that kind among others
     np.testing.assert_array_equal(conformal.oof_scores(args[0], X, y, "gpu", args[4], args[5], 2, 7), one["gpu"])
+
+
+def test_a_new_run_of_the_same_model_keeps_the_committed_report(holdout_model, real_overrides, tmp_path, capsys,
+                                                                monkeypatch):
+    """A fresh clone's pipeline registers a new run of the same model: `calibrate --reuse` keeps the report the last
+    run wrote when the model fingerprint (code, split, answers) is the same, and refits where it is not."""
+    from src.predict import __main__ as cli
+    from src.predict import conformal
+    from src.predict import model as model_module
+    from src.predict.calibrate import model_fingerprint, model_split
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", holdout_model["tracking_uri"])
+    uri = holdout_model["registered"]
+    def args(*kinds: str) -> list[str]:
+        return ["calibrate", "--model-uri", uri, "--k", "2", "--levels", "0.9", "--max-rows", "8000", "--reuse",
+                "--kinds", *kinds, "--out", str(tmp_path), "--stem", "report", "--no-log", *real_overrides]
+
+    common = args("row")
+    assert cli.main(common) == 0
+    report = tmp_path / "report.json"
+    made = report.read_bytes()
+    cal = json.loads(made)
+    trained = model_module.load(uri)
+    assert cal["model_fingerprint"] == model_fingerprint(trained, model_split(trained, real_overrides, 8000))
+
+    # the same model as another run that holds no calibration: the report is kept, nothing is refitted
+    fresh = dataclasses.replace(trained, run_id=None, conformal=None)
+    monkeypatch.setattr(model_module, "load", lambda _uri: fresh)
+    fits = []
+    real_calibrate = conformal.calibrate
+    monkeypatch.setattr(conformal, "calibrate", lambda *a, **kw: fits.append(1) or real_calibrate(*a, **kw))
+    capsys.readouterr()
+    assert cli.main(common) == 0
+    assert "same fingerprint" in capsys.readouterr().out and not fits
+    assert report.read_bytes() == made
+
+    # a report made for other answers (another model, or other code) is refitted, and the refit writes the truth
+    report.write_text(json.dumps({**cal, "model_fingerprint": "0" * 32}, indent=2) + "\n")
+    assert cli.main(common) == 0
+    assert fits and report.read_bytes() == made
+    # ... as is one that lacks a kind asked for now, or holds one more than asked (it would not be the same bytes)
+    fits.clear()
+    assert cli.main(args("row", "cnn")) == 0
+    assert fits and set(json.loads(report.read_text())["quantiles"]) == {"row", "cnn"}
