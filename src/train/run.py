@@ -63,7 +63,15 @@ from src.train.protocols import (
     twins_across,
 )
 from src.train.protocols import subsample as sub
-from src.train.tuning import OOF_SHIFT_ATTR, create_study, cv_mape, select_trial, trials_frame, tune
+from src.train.tuning import (
+    OOF_SHIFT_ATTR,
+    UntunedTrial,
+    create_study,
+    cv_mape,
+    select_trial,
+    trials_frame,
+    tune,
+)
 
 log = logging.getLogger("cnnperf.train")
 METRIC_KEYS = ("mape", "median_ape", "within_10pct", "r2", "adj_r2", "r2_log")
@@ -194,16 +202,23 @@ class Trainer:
         """Tune on the fold's training part only (grouped CV), refit, predict its held-out part; trial runs nest
         under `parent_run` (default: the active run; a fold run in a worker thread names its own)."""
         b = self.budget()
-        n_trials = 1 if warm and self.fallback_only(fold) else b["n_trials"]
         tune_idx = sub(fold.train, b["tune_max_rows"], self.seed)
-        splits = cv_splits(len(tune_idx), None if labels is None else labels[tune_idx], b["cv_folds"], self.seed)
-        study = create_study(self.study_name(protocol, fold.name), self.c["sweep"]["storage"], self.seed)
-        t0 = time.perf_counter()
-        tune(study, self.c["model"]["search_space"], self.make_model, self.X.iloc[tune_idx], self.y[tune_idx],
-             splits, n_trials, log_trials, run_prefix, enqueue=warm,
-             progress=self.progress and protocol == "random", parent_run=parent_run)
-        t_tune = time.perf_counter() - t0
-        chosen = select_trial(study, self.c["model"].get("selection"), self.c["model"]["search_space"])
+        # the random protocol's model is served: whole; elsewhere a fold whose held-out rows all take the fallback
+        # for a kind no training row has fits no learner, so it needs no tuning either (its warm start is recorded)
+        skip_learner = protocol != "random" and self.learner_free(fold)
+        if skip_learner and warm:
+            study, chosen, n_trials, t_tune = None, UntunedTrial(dict(warm)), 0, 0.0
+        else:
+            n_trials = 1 if warm and self.fallback_only(fold) else b["n_trials"]
+            splits = cv_splits(len(tune_idx), None if labels is None else labels[tune_idx], b["cv_folds"],
+                               self.seed)
+            study = create_study(self.study_name(protocol, fold.name), self.c["sweep"]["storage"], self.seed)
+            t0 = time.perf_counter()
+            tune(study, self.c["model"]["search_space"], self.make_model, self.X.iloc[tune_idx], self.y[tune_idx],
+                 splits, n_trials, log_trials, run_prefix, enqueue=warm,
+                 progress=self.progress and protocol == "random", parent_run=parent_run)
+            t_tune = time.perf_counter() - t0
+            chosen = select_trial(study, self.c["model"].get("selection"), self.c["model"]["search_space"])
         best = dict(chosen.params)
         t0 = time.perf_counter()
         model = self.make_model(best)
@@ -211,7 +226,7 @@ class Trainer:
             # the served model answers a CNN outside the zoo with a learner of its own (src/features/baseline.py);
             # the other protocols score named CNNs and skip that second fit
             model.set_params(by_numbers_learner=True)
-        if protocol != "random" and self.learner_free(fold):  # the random protocol's model is served: whole
+        if skip_learner:
             model = model.fit_without_learner(self.X.iloc[fold.train], self.y[fold.train])
         else:
             model = model.fit(self.X.iloc[fold.train], self.y[fold.train])
@@ -304,7 +319,7 @@ class Trainer:
                 client.log_batch(fold_run, params=[Param(k, str(v)) for k, v in params.items()],
                                  metrics=[Metric(k, float(v), now, 0) for k, v in {
                                      **m, "cv_mape": cv, "point_shift": row_shift(model)}.items()])
-            else:
+            elif study is not None:
                 trials_frame(study, chosen.number).to_csv(art / "trials.csv", index=False)
             perm_rows = max(200, int(s["perm_max_rows"]) // max(1, n_folds))
             perm = permutation(model, self.X.iloc[fold.test], self.y[fold.test], self.cols, perm_rows,
@@ -383,7 +398,9 @@ class Trainer:
             support = support_metrics(pred_df["measured"], pred_df["predicted"], pred_df["setting_support"])
             per_group, group_stats = group_summary(pred_df, GROUP_TABLE[protocol], n_feat,
                                                    int(c["split"]["min_group_rows"]))
-            cv = float(np.mean(cv_scores))
+            # folds that fit no learner were not tuned (NaN): the protocol's tuning CV is that of the others
+            tuned = [score for score in cv_scores if np.isfinite(score)]
+            cv = float(np.mean(tuned)) if tuned else float("nan")
             mlflow.log_metrics({**pooled, **{k: v for k, v in support.items() if np.isfinite(v)}, "cv_mape": cv,
                                 "test_rows": len(pred_df),
                                 **{k: v for k, v in group_stats.items() if k != "worst_group"},

@@ -7,6 +7,7 @@ replaced, and tuned only through its queue: its budget is spent once, whoever sp
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -74,6 +75,15 @@ def learner_rows(model, X: pd.DataFrame) -> np.ndarray:
     if not masks:
         return np.ones(len(X), dtype=bool)
     return ~np.logical_or.reduce(list(masks.values()))
+
+
+@dataclasses.dataclass(frozen=True)
+class UntunedTrial:
+    """The parameters of a fold that fits no learner (`Trainer.learner_free`): a trial's CV score could change
+    none of its answers, so none is computed (value NaN) and no study is created."""
+    params: dict
+    value: float = math.nan
+    number: int = 0
 
 
 def create_study(name: str, storage: str, seed: int, resume: bool = False) -> optuna.Study:
