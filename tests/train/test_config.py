@@ -113,12 +113,12 @@ def test_tuning_rows_are_the_sweep_default_unless_the_model_sets_its_own():
 @pytest.mark.parametrize("model", MODELS)
 def test_selection_rule_names_numeric_parameters_of_the_search_space(model):
     """A model's `selection` (default: lowest CV MAPE) is checked against its own search space; dt uses CART's
-    one-standard-error rule, xgb keeps its warm start unless a trial beats it beyond noise (`incumbent`)."""
+    one-standard-error rule, xgb and rf keep their warm start unless a trial beats it beyond noise (`incumbent`)."""
     from src.train.tuning import check_selection
 
     c = OmegaConf.to_container(compose([f"model={model}"]), resolve=True)
     sel = check_selection(c["model"].get("selection"), c["model"]["search_space"])
-    assert sel["rule"] == {"dt": "one_se", "xgb": "incumbent"}.get(model, "best")
+    assert sel["rule"] == {"dt": "one_se", "xgb": "incumbent", "rf": "incumbent"}.get(model, "best")
 
 
 @pytest.mark.parametrize("model", MODELS)
