@@ -30,20 +30,17 @@ import numpy as np
 import pandas as pd
 import yaml
 from omegaconf import OmegaConf
-from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from training_part_cv import GROUPINGS, check_groupings, training_part_folds  # noqa: E402
 
 from src.config import REPO_ROOT, compose  # noqa: E402
 from src.features.engineer import input_columns  # noqa: E402
 from src.tracking import record_benchmark  # noqa: E402
 from src.train.fit import make_model, ptx_columns  # noqa: E402
 from src.train.metrics import mape  # noqa: E402
-from src.train.protocols import cv_splits, group_labels, outer_folds  # noqa: E402
 from src.train.run import load_dataset  # noqa: E402
-
-# The CV groupings: which protocol's unit groups the folds (as in benchmarks/distill_bench.py).
-GROUPINGS = {"configuration": "random", "gpu": "leave_gpu_out", "family": "leave_family_out"}
 
 
 def parse_variant(spec: str) -> tuple[str, dict[str, object]]:
@@ -103,23 +100,16 @@ def main() -> int:
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    unknown = sorted(set(args.groupings.split(",")) - set(GROUPINGS))
-    if unknown:
-        raise SystemExit(f"--groupings: unknown {unknown} (known: {sorted(GROUPINGS)})")
+    groupings = check_groupings(args.groupings)
     c = OmegaConf.to_container(compose([f"model={args.model}"]), resolve=True)
     variants = dict(parse_variant(v) for v in args.variants.split(","))
     configs = {name: variant_config(c, changes) for name, changes in variants.items()}
     df = load_dataset(c)
     ptx = ptx_columns(c, df)
     X, y = df[input_columns(c["features"], ptx)], df["target"].to_numpy(dtype=float)
-    (fold,), _ = outer_folds(df, "random", c["split"], int(c["seed"]))
+    training, folds = training_part_folds(df, c, groupings, args.folds)
     rows = []
-    jobs = [(g, k) for g in args.groupings.split(",") for k in range(args.folds)]
-    for grouping, k in tqdm(jobs, desc="grouping x fold"):
-        splits = cv_splits(len(fold.train), group_labels(df, GROUPINGS[grouping])[fold.train], args.folds,
-                           int(c["seed"]))
-        a, b = splits[k]
-        tr, va = fold.train[a], fold.train[b]
+    for grouping, k, tr, va in folds:
         for name, (cfg, params) in configs.items():
             score, seconds = fit_score(cfg, params, ptx, X, y, tr, va)
             rows.append({"grouping": grouping, "fold": k, "variant": name, "mape": score, "fit_s": seconds,
@@ -128,7 +118,7 @@ def main() -> int:
     cv = table.groupby(["variant", "grouping"])["mape"].mean().unstack("grouping").reindex(list(configs))
     fit_s = table.groupby("variant")["fit_s"].sum().reindex(list(configs))
     summary = cv.assign(fit_s=fit_s, fit_ratio=fit_s / fit_s.iloc[0])
-    print(f"{args.model}: CV MAPE % on the random protocol's training part ({len(fold.train)} rows, {args.folds} "
+    print(f"{args.model}: CV MAPE % on the random protocol's training part ({len(training)} rows, {args.folds} "
           f"folds per grouping); fit_s: seconds of all its fits, fit_ratio: against {summary.index[0]}")
     print(summary.round(3).to_string())
     out = Path(args.out or REPO_ROOT / "reports" / "bench" / f"cost_variants_{args.model}.json")
@@ -137,7 +127,7 @@ def main() -> int:
     metrics = {f"{g}_{v}": float(cv.loc[v, g]) for v in cv.index for g in cv.columns}
     metrics.update({f"fit_s_{v}": float(fit_s[v]) for v in fit_s.index})
     record_benchmark({"model": args.model, "variants": {k: dict(v) for k, v in variants.items()},
-                      "training_rows": int(len(fold.train)), "folds": args.folds,
+                      "training_rows": int(len(training)), "folds": args.folds,
                       "cv_mape": cv.round(4).to_dict(), "fit_s": fit_s.round(2).to_dict(), "rows": rows}, out,
                      None if args.no_mlflow else c["mlflow"], f"benchmark/cost_variants_{args.model}",
                      {"model": args.model, "variants": args.variants, "folds": args.folds}, metrics,

@@ -22,20 +22,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
-from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from training_part_cv import GROUPINGS, check_groupings, training_part_folds  # noqa: E402
 
 from src.config import REPO_ROOT, compose  # noqa: E402
 from src.features.engineer import input_columns  # noqa: E402
 from src.tracking import record_benchmark  # noqa: E402
 from src.train.fit import make_model, ptx_columns  # noqa: E402
 from src.train.metrics import mape  # noqa: E402
-from src.train.protocols import cv_splits, group_labels, outer_folds  # noqa: E402
 from src.train.run import load_dataset  # noqa: E402
-
-# The CV groupings: which protocol's unit groups the folds.
-GROUPINGS = {"configuration": "random", "gpu": "leave_gpu_out", "family": "leave_family_out"}
 
 
 def variant_config(c: dict, variant: str) -> dict:
@@ -70,23 +67,16 @@ def main() -> int:
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench" / "distill_bench.json"))
     args = ap.parse_args()
-    unknown = sorted(set(args.groupings.split(",")) - set(GROUPINGS))
-    if unknown:
-        raise SystemExit(f"--groupings: unknown {unknown} (known: {sorted(GROUPINGS)})")
+    groupings = check_groupings(args.groupings)
     c = OmegaConf.to_container(compose(["model=dt"]), resolve=True)
     df = load_dataset(c)
     ptx = ptx_columns(c, df)
     X, y = df[input_columns(c["features"], ptx)], df["target"].to_numpy(dtype=float)
-    (fold,), _ = outer_folds(df, "random", c["split"], int(c["seed"]))
+    training, folds = training_part_folds(df, c, groupings, args.folds)
     variants = args.variants.split(",")
     configs = {v: variant_config(c, v) for v in variants}
     rows = []
-    jobs = [(g, k) for g in args.groupings.split(",") for k in range(args.folds)]
-    for grouping, k in tqdm(jobs, desc="grouping x fold"):
-        splits = cv_splits(len(fold.train), group_labels(df, GROUPINGS[grouping])[fold.train], args.folds,
-                           int(c["seed"]))
-        a, b = splits[k]
-        tr, va = fold.train[a], fold.train[b]
+    for grouping, k, tr, va in folds:
         for name, cfg, model in [("xgb", c, "xgb"), *[(v, configs[v], None) for v in variants]]:
             score, seconds = fit_score(cfg, ptx, X, y, tr, va, model)
             rows.append({"grouping": grouping, "fold": k, "variant": name, "mape": score, "fit_s": seconds,
@@ -94,14 +84,14 @@ def main() -> int:
     table = pd.DataFrame(rows)
     cv = table.groupby(["variant", "grouping"])["mape"].mean().unstack("grouping")
     cv = cv.reindex(["xgb", *variants])
-    print(f"CV MAPE % on the random protocol's training part ({len(fold.train)} rows, {args.folds} folds):")
+    print(f"CV MAPE % on the random protocol's training part ({len(training)} rows, {args.folds} folds):")
     print(cv.round(2).to_string())
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(out.with_suffix(".csv"), index=False)
     metrics = {f"{g}_{v.replace(':', 'x').replace('+', '_')}": float(cv.loc[v, g])
                for v in cv.index for g in cv.columns}
-    record_benchmark({"training_rows": int(len(fold.train)), "folds": args.folds, "cv_mape": cv.round(4).to_dict(),
+    record_benchmark({"training_rows": int(len(training)), "folds": args.folds, "cv_mape": cv.round(4).to_dict(),
                       "rows": rows}, out, None if args.no_mlflow else c["mlflow"], "benchmark/distill",
                      {"variants": args.variants, "folds": args.folds}, metrics, artifacts=[out.with_suffix(".csv")])
     print(f"-> {out}")

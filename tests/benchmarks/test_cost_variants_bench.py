@@ -40,3 +40,12 @@ def test_changes_go_to_the_warm_start_the_fixed_parameters_or_the_distillation()
     with pytest.raises(SystemExit, match="not distilled"):
         variant_config(rf, {"distill.copies": 2})
 
+
+
+def test_the_groupings_are_checked_by_name():
+    from training_part_cv import GROUPINGS, check_groupings
+
+    assert check_groupings("gpu,family") == ["gpu", "family"]
+    assert set(GROUPINGS) == {"configuration", "gpu", "family"}
+    with pytest.raises(SystemExit, match=r"unknown \['cnn'\]"):
+        check_groupings("gpu,cnn")
