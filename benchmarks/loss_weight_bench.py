@@ -1,6 +1,6 @@
 """What the learner is asked to fit: its loss, and how much each training row counts, under every protocol.
 
-Two questions the error bounds leave open (docs/training.md "What limits the grouped protocols"):
+Two questions the error bounds leave open (docs/experiments.md "What limits the grouped protocols"):
 - **Loss.** The target is log(measured / estimate) and the headline metric is MAPE, about |log error| for small
   errors; squared error fits the conditional mean of the log efficiency, absolute error its median and a
   pseudo-Huber loss something in between, less pulled by the rows that run 20-40x slower than their peers.

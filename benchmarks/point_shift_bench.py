@@ -1,7 +1,7 @@
 """How to read the MAPE point's shift from training rows: the rules compared before `target.point: mape`.
 
 The pipeline shifts each fold model's learned log efficiency by a MAPE-optimal constant read from its training
-part only (src/train/point.py; docs/training.md "The point MAPE asks for"). This script scores the ways of reading
+part only (src/train/point.py; docs/experiments.md "The point MAPE asks for"). This script scores the ways of reading
 that constant that were compared, on the pipeline's folds, each model at its hand-set `warm_start` (no tuning):
 - `none`: no shift (the learner's middle: `target.point=median`);
 - `oof`: the MAPE-optimal shift of out-of-fold predictions of a grouped CV inside the training part;

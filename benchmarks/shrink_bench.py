@@ -1,7 +1,7 @@
 """Experiment: shrink the learned efficiency correction toward the bare physics estimate, the weight chosen inside
 the training part only, by a validation split that imitates the protocol's shift (issue 12; not the default).
 
-The ablation (docs/training.md "Ablation") found that on leave_arch_out no learner beats the physics estimate times
+The ablation (docs/experiments.md "Ablation") found that on leave_arch_out no learner beats the physics estimate times
 the median training efficiency (24.1 % against 54.1 % for xgb). Prediction with weight w in [0, 1]:
     log(pred) = log(estimate) + (1 - w) * log(median training efficiency) + w * learned log-efficiency,
 w = 1 is the default model, w = 0 the bare estimate. w is chosen on a validation split of the outer training part

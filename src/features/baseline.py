@@ -126,7 +126,7 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
     by its numbers only (`BY_NUMBERS` as its name: no kernel profile, PTX counts imputed from its GMACs), which is
     what a request for a CNN outside the zoo gets. Why: without it only 184 training rows (172 of them timm's on
     one GPU) teach the learner that pricing, and such a request was 54 % off where the same CNN named was 7 %
-    (random protocol, xgb; docs/training.md "A CNN described by its numbers").
+    (random protocol, xgb; docs/experiments.md "A CNN described by its numbers").
 
     `point_shift`: added to the learned log-efficiency of every row the learner answers (not to the fallback's):
     the point answer MAPE asks for lies below the middle of the error, the more so the wider it is. Set by

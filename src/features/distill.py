@@ -133,7 +133,7 @@ def distinct_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     Why: with frequency-weighted donors ~40 % of the synthetic rows are copies of a training row (a row on the RTX
     3090 that draws the RTX 3090's block), and identical inputs get identical teacher labels, so a tree grown once
     per distinct row, weighted by its count, splits on the same weighted squared error at ~60 % of the rows
-    (fit 8.4 -> 6.7 s per CV fit on 10k training rows; same CV MAPE within 0.2 points, docs/training.md)."""
+    (fit 8.4 -> 6.7 s per CV fit on 10k training rows; same CV MAPE within 0.2 points, docs/experiments.md)."""
     codes = rows.groupby(list(rows.columns), dropna=False, sort=False).ngroup().to_numpy()
     first = np.unique(codes, return_index=True)[1]
     return rows.iloc[first].reset_index(drop=True), np.bincount(codes).astype(float)

@@ -206,7 +206,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         self.release_column = release_column
         # False: the release still decides TF32 (the physics and `tf32_conv_default`), but the version reaches the
         # learner one-hot (unseen versions: "infrequent/unknown") instead of as a number, whose order across
-        # sources is confounded with the source (docs/training.md).
+        # sources is confounded with the source (docs/experiments.md).
         self.release_number = release_number
         # A `src.features.layer_physics.ProfileIndex`: adds the per-kernel physics estimate and its aggregates.
         self.physics = physics

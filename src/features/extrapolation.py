@@ -18,8 +18,8 @@ from .request import OPTIONAL_DEFAULTS
 
 # A request's measurement setup (with `framework_version`, its setting): src.train.protocols.SETTING_COLUMNS but the
 # source, which a request does not name. Held out, rows whose setup no training row had were 1.5-3.6x as far off as
-# rows of a seen setting (xgb, grouped protocols; docs/training.md "Measured results (13df178)"), so an answer for
-# an untrained setup or a named untrained release says so in `extrapolation`.
+# rows of a seen setting (xgb, grouped protocols; docs/experiments.md, the results at commit 13df178), so an answer
+# for an untrained setup or a named untrained release says so in `extrapolation`.
 SETUP_FIELDS = ("framework", "precision", "mode", "memory_layout", "compile_mode")
 RELEASE_FIELD = "framework_version"
 

@@ -3,9 +3,10 @@
 Why: the served model carries the kernel profiles of the CNNs it was trained on; any other CNN was priced from its
 whole-network numbers (parameters, GMACs, activations) and answered by the by-numbers learner, which is about
 twice as far off for an architecture held out (xgb, leave_model_out: 9.7 % named, 16.5 % by its numbers;
-docs/training.md). A CNN the zoo can build, or an ONNX file, has a per-layer table (src/zoo/layers.py,
-src/zoo/onnx_layers.py), so it can be priced kernel by kernel exactly as a measured CNN is: the profile is made
-by the same `kernel_profiles` the `features` stage uses and added to the model's `ProfileIndex` in this process.
+docs/experiments.md "A CNN described by its numbers"). A CNN the zoo can build, or an ONNX file, has a per-layer
+table (src/zoo/layers.py, src/zoo/onnx_layers.py), so it can be priced kernel by kernel exactly as a measured CNN
+is: the profile is made by the same `kernel_profiles` the `features` stage uses and added to the model's
+`ProfileIndex` in this process.
 """
 
 from __future__ import annotations

@@ -215,7 +215,7 @@ def select_trial(study: optuna.Study, selection: dict | None = None,
     `best` (default): the lowest CV MAPE, as `study.best_trial`. `incumbent`: the warm start (the enqueued first
     trial) unless the best trial's CV MAPE is lower than the warm start's by more than the warm start's standard
     error over its folds (no warm start: `best`). Why: with two trials on two grouped CV folds, argmin swaps the
-    hand-set parameters for TPE's random draw on noise; measured on XGBoost (docs/training.md). `one_se`: CART's
+    hand-set parameters for TPE's random draw on noise; measured on XGBoost (docs/experiments.md). `one_se`: CART's
     one-standard-error rule
     (Breiman et al. 1984, 3.4.3; Hastie et al., ESL 7.10): among the complete trials whose CV MAPE is within one
     standard error (over its CV folds) of the best one's, the simplest by `simpler` (lexicographic in its order,
