@@ -97,8 +97,10 @@ def make_input(resolved: ResolvedModel, batch: int, img: int, device: str, layou
     return x
 
 
-def prepare(resolved: ResolvedModel, cfg: RunConfig, device: str, compile_backend: str = "inductor") -> Prepared:
-    """Build the model on `device` in the configured precision/layout/compile mode and return its step."""
+def prepare(resolved: ResolvedModel, cfg: RunConfig, device: str,
+            compile_backend: str | Callable[..., Any] = "inductor") -> Prepared:
+    """Build the model on `device` in the configured precision/layout/compile mode and return its step
+    (`compile_backend`: torch.compile's backend, a name or a callable, for torch_compile)."""
     if cfg.mode == "training" and not resolved.supports_training:
         raise ValueError(f"{resolved.model_source}:{resolved.name} can only run inference (mode=training asked)")
     if cfg.compile_mode == "cuda_graphs" and torch.device(device).type != "cuda":

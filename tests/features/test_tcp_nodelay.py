@@ -4,6 +4,8 @@ import asyncio
 import socket
 from asyncio import base_events
 
+import pytest
+
 from src.features import tcp_nodelay
 
 
@@ -52,8 +54,23 @@ def test_enable_sets_nodelay_on_sockets_accepted_from_a_prebound_listener(monkey
     assert tcp_nodelay.enable() is False  # idempotent
 
 
-def test_non_tcp_sockets_are_left_alone():
-    a, b = socket.socketpair()
-    tcp_nodelay._set_nodelay(a)  # AF_UNIX: no TCP option, no error
-    a.close()
-    b.close()
+class _RecordingSocket:
+    """A socket's family and type, recording every option set on it."""
+
+    def __init__(self, family: int, kind: int) -> None:
+        self.family, self.type, self.options = family, kind, []
+
+    def setsockopt(self, *args) -> None:
+        self.options.append(args)
+
+
+@pytest.mark.parametrize(("family", "kind"), [(socket.AF_UNIX, socket.SOCK_STREAM),
+                                              (socket.AF_INET, socket.SOCK_DGRAM)])
+def test_non_tcp_sockets_are_left_alone(family, kind):
+    sock = _RecordingSocket(family, kind)
+    tcp_nodelay._set_nodelay(sock)
+    assert sock.options == []
+    tcp = _RecordingSocket(socket.AF_INET6, socket.SOCK_STREAM)  # and the stand-in does record a TCP stream's
+    tcp_nodelay._set_nodelay(tcp)
+    assert tcp.options == [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+

@@ -83,6 +83,7 @@ def test_bad_arguments_are_rejected(capsys):
     assert "unknown value(s) ['fp8']" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["run", "--models", TINY, "--batch-sizes", "0", "--out", "x.csv"])
+    assert "argument --batch-sizes: batch sizes must be integers >= 1, got '0'" in capsys.readouterr().err
 
 
 def test_ncu_without_ncu_binary_is_a_clear_error(tmp_path: Path, capsys):

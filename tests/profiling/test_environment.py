@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import subprocess
 
 import pytest
 
+from src.config import REPO_ROOT
 from src.profiling.environment import ClockSampler, canonical_gpu, describe_device, git_commit, torch_version
 
 
@@ -23,9 +25,14 @@ def test_cpu_description_and_versions():
     info = describe_device("cpu")
     assert info.is_cpu and info.gpu == f"cpu:{info.device_raw[4:]}" and info.cuda_version == ""
     assert re.fullmatch(r"\d+\.\d+(\.\d+)?", torch_version())
-    assert git_commit() == "" or re.fullmatch(r"[0-9a-f]{40}", git_commit())
     with pytest.raises(RuntimeError, match="unknown device 'tpu'"):
         describe_device("tpu")
+
+
+def test_git_commit_is_the_checkout_head_and_empty_outside_git(tmp_path):
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert re.fullmatch(r"[0-9a-f]{40}", git_commit()) and git_commit() == head.stdout.strip()
+    assert git_commit(tmp_path) == ""  # not a checkout
 
 
 def test_no_clock_samples_on_cpu():

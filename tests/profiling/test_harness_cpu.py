@@ -66,10 +66,23 @@ def test_training_step_updates_weights_and_handles_tuple_outputs():
     assert row["mode"] == "training"
 
 
-def test_torch_compile_mode_runs_and_is_recorded():
+def test_torch_compile_mode_compiles_the_step_and_is_recorded():
+    graphs = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:  # counts what Dynamo hands over
+        graphs.append(gm)
+        return gm.forward
+
+    eager = prepare(TINY, RunConfig("tiny_cnn", 2), "cpu", compile_backend=backend)
+    eager.step()
+    assert graphs == []  # eager runs the module itself
+    compiled = prepare(TINY, RunConfig("tiny_cnn", 2, compile_mode="torch_compile"), "cpu", compile_backend=backend)
+    compiled.step()
+    assert len(graphs) >= 1 and any(n.op == "call_module" or n.op == "call_function" for n in graphs[0].graph.nodes)
     row = _row(RunConfig("tiny_cnn", 2, compile_mode="torch_compile"), compile_backend="eager")
     validate_rows([row])
     assert row["compile_mode"] == "torch_compile"
+    assert row["variant"] == "backend=eager"
 
 
 def test_nhwc_input_models_record_the_layout_they_really_use():

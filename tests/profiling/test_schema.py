@@ -60,7 +60,9 @@ def test_round_trip(tmp_path: Path):
     path = write_own_csv(rows, tmp_path / "own.csv")
     frame = read_own_csv(path)
     assert list(frame.columns) == OWN_COLUMNS and len(frame) == 2
-    assert frame.loc[1, "batch_size"] == 1 and frame.loc[0, "is_cpu"] is False or not frame.loc[0, "is_cpu"]
+    assert frame.loc[1, "batch_size"] == 1
+    assert frame.loc[1, "throughput"] == pytest.approx(250.0)
+    assert not frame.loc[0, "is_cpu"]
     assert frame.loc[0, "latency_ms"] == pytest.approx(4.0)
     assert frame.loc[0, "gpu"] == "H100 SXM5 80 GB"
 

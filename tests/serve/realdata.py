@@ -20,24 +20,31 @@ PROCESSED = REPO_ROOT / "data" / "processed"
 CI_ROWS = 4000
 
 
-@lru_cache(maxsize=2)
-def real_table(tmp: str) -> tuple[pd.DataFrame, object, dict]:
-    """(dataset rows, ProfileIndex covering them, resolved default config)."""
+def whole_table(tmp: str) -> tuple[pd.DataFrame, dict]:
+    """(every dataset row, resolved config): the committed pipeline's table if built, else one built from the raw
+    data exactly as the `features` stage builds it (a fresh clone, CI)."""
     from omegaconf import OmegaConf
 
     from src.config import compose
     from src.features.dataset import build_dataset
-    from src.features.kernels import LAYER_COLUMNS, kernel_profiles
-    from src.features.layer_physics import ProfileIndex, load_profile_index
     from tests.predict.realdata import overrides, processed_dir
 
-    c = OmegaConf.to_container(compose([]), resolve=True)
     if (PROCESSED / "dataset.parquet").exists():
-        df = pd.read_parquet(PROCESSED / "dataset.parquet")
-    else:
-        folder = Path(tmp)
-        c = OmegaConf.to_container(compose(overrides(processed_dir(folder), folder)), resolve=True)
-        df, _, _ = build_dataset(REPO_ROOT, c["data"], c["features"], c["target"], seed=c["seed"])
+        return pd.read_parquet(PROCESSED / "dataset.parquet"), OmegaConf.to_container(compose([]), resolve=True)
+    folder = Path(tmp)
+    c = OmegaConf.to_container(compose(overrides(processed_dir(folder), folder)), resolve=True)
+    df, _, _ = build_dataset(REPO_ROOT, c["data"], c["features"], c["target"], seed=c["seed"])
+    return df, c
+
+
+@lru_cache(maxsize=2)
+def real_table(tmp: str) -> tuple[pd.DataFrame, object, dict]:
+    """(dataset rows, ProfileIndex covering them, resolved default config)."""
+    from src.features.kernels import LAYER_COLUMNS, kernel_profiles
+    from src.features.layer_physics import ProfileIndex, load_profile_index
+
+    df, c = whole_table(tmp)
+    if not (PROCESSED / "dataset.parquet").exists():
         df = df.sample(n=min(CI_ROWS, len(df)), random_state=0).reset_index(drop=True)
     if (PROCESSED / "kernel_profiles.parquet").exists():
         index = load_profile_index(str(PROCESSED / "kernel_profiles.parquet"))

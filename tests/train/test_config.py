@@ -156,3 +156,11 @@ def test_compose_from_many_threads_at_once():
     with ThreadPoolExecutor(max_workers=8) as pool:
         names = list(pool.map(lambda m: compose([f"model={m}"]).model.name, models))
     assert names == models
+
+
+@pytest.mark.parametrize(("model", "threads"), [("knn", 2), ("rf", 1), ("xgb", 1)])
+def test_tree_ensembles_keep_one_thread_whatever_sweep_n_jobs(model, threads):
+    """rf and xgb split their sums by thread (predictions would move in the last digits), so they pin one thread;
+    knn follows sweep.n_jobs."""
+    fixed = OmegaConf.to_container(compose([f"model={model}", "sweep.n_jobs=2"]), resolve=True)["model"]["fixed"]
+    assert fixed["n_jobs"] == threads
