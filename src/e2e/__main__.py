@@ -28,7 +28,11 @@ def config(overrides: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    summary = run(config(list(sys.argv[1:] if argv is None else argv)))
+    try:
+        summary = run(config(list(sys.argv[1:] if argv is None else argv)))
+    except (ValueError, FileNotFoundError) as exc:  # a setting or an input table: named in the message
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for ctx, protos in summary["results"].items():
         for proto, r in protos.items():
             line = f"{ctx:8s} {proto:11s} rows {r.get('rows', 0):5d}"

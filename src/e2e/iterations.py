@@ -44,12 +44,34 @@ def read_samples(mirror: Path) -> pd.DataFrame:
     return out
 
 
-def evaluate(samples: pd.DataFrame, fit_iters: int = 10) -> pd.DataFrame:
-    """One row per (file, model) series with >= 2 * fit_iters positive samples: measured total vs predictions."""
+def skip_reason(t: np.ndarray, fit_iters: int) -> str:
+    """Why a series cannot be scored ('' if it can): a value that is not a positive number, or too few
+    iterations for a profile of `fit_iters` and a total at least twice as long."""
+    if not np.all(np.isfinite(t)) or np.any(t <= 0):
+        return "not a positive number"
+    if len(t) < 2 * fit_iters:
+        return f"fewer than 2 x {fit_iters} iterations"
+    return ""
+
+
+def skipped(samples: pd.DataFrame, fit_iters: int = 10) -> pd.DataFrame:
+    """(file, model, reason, n_iters) of every series `evaluate` leaves out: reported, never dropped silently."""
     rows = []
     for (file, model), s in samples.groupby(["file", "model"], sort=True):
         t = s.sort_values("iteration")["ms"].to_numpy(dtype=float)
-        if len(t) < 2 * fit_iters or not np.all(np.isfinite(t)) or np.any(t <= 0):
+        reason = skip_reason(t, fit_iters)
+        if reason:
+            rows.append({"file": file, "model": model, "reason": reason, "n_iters": len(t)})
+    return pd.DataFrame(rows, columns=["file", "model", "reason", "n_iters"])
+
+
+def evaluate(samples: pd.DataFrame, fit_iters: int = 10) -> pd.DataFrame:
+    """One row per (file, model) series with >= 2 * fit_iters positive samples: measured total vs predictions
+    (the others: `skipped`)."""
+    rows = []
+    for (file, model), s in samples.groupby(["file", "model"], sort=True):
+        t = s.sort_values("iteration")["ms"].to_numpy(dtype=float)
+        if skip_reason(t, fit_iters):
             continue
         n = len(t)
         step_k = float(np.median(t[1:fit_iters]))

@@ -6,10 +6,15 @@ optimizer; plus `b` per sample), and a run is `iters` such steps. Two numbers pe
 logs of earlier runs at other batch sizes, then predict any batch and iteration count.
 
 Fit: non-negative least squares on relative errors (each row scaled by 1/measured), so small and large batches
-weigh alike and a, b >= 0. A deployment left with a single batch size to fit on gets the proportional special
-case (a = 0), flagged `fit_kind = proportional_1pt`. Our sources log per-step times (means or medians over
-their timed iterations), so the iteration factor is structural: the relative error of a total-time
-prediction equals that of the step time.
+weigh alike and a, b >= 0. A deployment left with a single batch size to fit on cannot identify a and b. It is
+scaled by the physics estimate of the same deployment (`physics_ms`, the per-kernel estimate of one step on its
+GPU, src/features/layer_physics.py) where both batch sizes have one: time(b) = measured(b0) x physics(b) /
+physics(b0), `fit_kind = physics_1pt`. The estimate carries the launch and dispatch floor that makes a batch-1
+step cost about as much as a batch-32 one; the proportional special case (a = 0) assumes that floor away and was
+25-80x off from batch 1 to 256 (our own H200 rows). Without an estimate the proportional case is kept, flagged
+`fit_kind = proportional_1pt`. Our sources log per-step times (means or medians over their timed iterations),
+so the iteration factor is structural: the relative error of a total-time prediction equals that of the step
+time.
 """
 
 from __future__ import annotations
@@ -103,28 +108,52 @@ def holdout_mask(d: pd.DataFrame, protocol: str, seed: int = 42) -> list[np.ndar
     raise ValueError(f"unknown e2e protocol {protocol!r}: largest, one_random, lobo")
 
 
+def physics_scale(latency_ms, physics_ms) -> float:
+    """Measured / estimated step time of a deployment's fit rows (geometric mean); NaN where a row has no
+    estimate."""
+    ratio = np.asarray(latency_ms, dtype=float) / np.asarray(physics_ms, dtype=float)
+    if len(ratio) == 0 or not np.all(np.isfinite(ratio) & (ratio > 0)):
+        return float("nan")
+    return float(np.exp(np.mean(np.log(ratio))))
+
+
 def evaluate(d: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
-    """Fit each group on its non-held-out rows, predict its held-out rows (linear and proportional)."""
+    """Fit each group on its non-held-out rows, predict its held-out rows: linear where two or more batch sizes
+    are left to fit on, else scaled by the physics estimate (`physics_ms` column, when `d` has one and both sides
+    are priced), else proportional; the proportional baseline beside every answer."""
     out = []
     held = d.loc[mask]
     fit_rows = d.loc[~mask]
+    priced = "physics_ms" in d.columns
     fits = {}
     for g, rows in fit_rows.groupby("group"):
         prop = fit_linear(rows["batch_size"], rows["latency_ms"], intercept=False)
         if rows["batch_size"].nunique() >= 2:
-            fits[g] = (fit_linear(rows["batch_size"], rows["latency_ms"]), prop, "linear")
-        else:  # one batch size left to fit on: only the proportional special case (a = 0) is identifiable
-            fits[g] = (prop, prop, "proportional_1pt")
+            fits[g] = (fit_linear(rows["batch_size"], rows["latency_ms"]), prop, float("nan"))
+        else:  # one batch size left to fit on: a and b are not identifiable
+            scale = physics_scale(rows["latency_ms"], rows["physics_ms"]) if priced else float("nan")
+            fits[g] = (prop, prop, scale)
     for g, rows in held.groupby("group"):
         if g not in fits:
             continue
-        lin, prop, kind = fits[g]
+        lin, prop, scale = fits[g]
+        n_fit = int(fit_rows.loc[fit_rows["group"] == g, "batch_size"].nunique())
+        e2e = lin.step_ms(rows["batch_size"])
+        kind = np.full(len(rows), "linear" if n_fit >= 2 else "proportional_1pt", dtype=object)
+        if n_fit < 2 and np.isfinite(scale):
+            est = scale * rows["physics_ms"].to_numpy(dtype=float)
+            ok = np.isfinite(est) & (est > 0)
+            e2e = np.where(ok, est, e2e)
+            kind[ok] = "physics_1pt"
         out.append(pd.DataFrame({
             "measurement_id": rows["measurement_id"].to_numpy(), "group": g,
             "batch_size": rows["batch_size"].to_numpy(), "measured_ms": rows["latency_ms"].to_numpy(),
-            "e2e_ms": lin.step_ms(rows["batch_size"]), "proportional_ms": prop.step_ms(rows["batch_size"]),
-            "a_ms": lin.a, "b_ms_per_sample": lin.b, "fit_kind": kind,
-            "n_fit_batches": int(fit_rows.loc[fit_rows["group"] == g, "batch_size"].nunique()),
+            "e2e_ms": e2e, "proportional_ms": prop.step_ms(rows["batch_size"]),
+            # a and b of the linear (or proportional) fit; none where the physics estimate answered
+            "a_ms": np.where(kind == "physics_1pt", np.nan, lin.a),
+            "b_ms_per_sample": np.where(kind == "physics_1pt", np.nan, lin.b),
+            "physics_scale": scale, "fit_kind": kind,
+            "n_fit_batches": n_fit,
         }))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 

@@ -25,7 +25,14 @@ import pandas as pd  # noqa: E402
 
 from src.config import REPO_ROOT  # noqa: E402
 from src.e2e import iterations  # noqa: E402
-from src.e2e.model import coefficients, eligible_rows, evaluate, holdout_mask, label_groups  # noqa: E402
+from src.e2e.model import (  # noqa: E402
+    coefficients,
+    eligible_rows,
+    evaluate,
+    group_keys,
+    holdout_mask,
+    label_groups,
+)
 from src.features.dataset import build_dataset  # noqa: E402
 from src.features.engineer import input_columns  # noqa: E402
 from src.tracking import file_md5, git_commit, setup, write_run_log  # noqa: E402
@@ -51,13 +58,64 @@ DEFAULTS = {
 }
 
 
+CONTEXTS = ("strict", "relaxed")
+PROTOCOLS = ("largest", "one_random", "lobo")
+
+
+def _names(s: dict, key: str, allowed: tuple[str, ...]) -> None:
+    value = s[key]
+    if not isinstance(value, list | tuple) or not value or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"e2e.{key}: a non-empty list of names from {list(allowed)}, got {value!r}")
+    bad = sorted(set(value) - set(allowed))
+    if bad:
+        raise ValueError(f"e2e.{key}: unknown {bad}; known: {list(allowed)}")
+
+
+def _whole(s: dict, key: str, low: int, optional: bool = False) -> None:
+    value = s[key]
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        none = " or null (no limit)" if optional else ""
+        raise ValueError(f"e2e.{key}: an integer >= {low}{none}, got {value!r}")
+
+
 def settings(cfg: dict) -> dict:
-    """The `e2e` section of the config over DEFAULTS (unknown keys are an error, naming the key)."""
+    """The `e2e` section of the config over DEFAULTS, checked: an unknown key or a value out of its range is an
+    error naming `e2e.<key>`."""
     given = dict(cfg.get("e2e") or {})
     unknown = sorted(set(given) - set(DEFAULTS))
     if unknown:
         raise ValueError(f"e2e config: unknown key(s) {unknown}; known: {sorted(DEFAULTS)}")
-    return {**DEFAULTS, **given}
+    s = {**DEFAULTS, **given}
+    _names(s, "contexts", CONTEXTS)
+    _names(s, "protocols", PROTOCOLS)
+    if s["compare_protocols"]:
+        _names(s, "compare_protocols", tuple(s["protocols"]))
+    _whole(s, "min_batches", 2)  # one batch size is no batch axis: nothing to hold out and fit on
+    _whole(s, "max_groups", 1, optional=True)
+    _whole(s, "iterations_fit", 2)  # the step is the median of iterations 2..k
+    modes = s["data_modes"]
+    if modes is not None and (not isinstance(modes, list | tuple) or not all(isinstance(m, str) for m in modes)):
+        raise ValueError(f"e2e.data_modes: a list of data modes (e.g. [synthetic]) or null (all), got {modes!r}")
+    return s
+
+
+def physics_estimates(cfg: dict, dataset: pd.DataFrame) -> pd.Series:
+    """The per-kernel physics estimate of one step (ms), by measurement id, for every dataset row whose CNN has a
+    kernel profile: what a deployment measured at one batch size is scaled by (src.e2e.model.evaluate)."""
+    from src.features.engineer import parse_releases, release_features
+    from src.features.layer_physics import GPU_COLUMNS, ROW_COLUMNS, PhysicsConstants, price_rows
+    from src.train.fit import profile_index
+
+    physics_cfg = {**cfg, "features": {**cfg["features"], "physics": True}}
+    index = profile_index(physics_cfg)
+    tf32 = release_features(dataset["framework"].to_numpy(dtype=object),
+                            parse_releases(dataset["framework_version"].to_numpy(dtype=object)))["tf32_conv_default"]
+    priced = price_rows(dataset[ROW_COLUMNS + GPU_COLUMNS], index, PhysicsConstants.from_config(cfg.get("physics")),
+                        tf32 > 0)
+    has = priced["has_layer_profile"].to_numpy() > 0
+    return pd.Series(priced["t_physics_ms"].to_numpy()[has], index=dataset["measurement_id"].to_numpy()[has])
 
 
 def mape(measured, predicted) -> float:
@@ -130,13 +188,21 @@ def run(cfg: dict) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     meas = pd.read_parquet(REPO_ROOT / cfg["data"]["measurements"])
     rows = eligible_rows(meas, s["data_modes"])
+    if rows.empty:
+        raise ValueError(f"e2e.data_modes={s['data_modes']}: no single-GPU row has these data modes; the table has "
+                         f"{sorted(meas['data_mode'].dropna().astype(str).unique())} (null: every mode)")
     dataset, _, ptx = build_dataset(REPO_ROOT, cfg["data"], cfg["features"], cfg["target"], seed=seed)
     cols = input_columns(cfg["features"], ptx)
+    rows["physics_ms"] = rows["measurement_id"].map(physics_estimates(cfg, dataset)).astype(float)
 
     results: dict = {}
     preds_all = []
     for ctx in s["contexts"]:
         d = label_groups(rows, ctx, int(s["min_batches"]))
+        if d.empty:
+            most = int(rows.groupby(group_keys(rows, ctx), dropna=False)["batch_size"].nunique().max())
+            raise ValueError(f"e2e.min_batches={s['min_batches']}: no deployment ({ctx} context) has that many "
+                             f"distinct batch sizes; the most any has is {most}")
         if s["max_groups"]:
             d = d[d["group"] < int(s["max_groups"])].reset_index(drop=True)
         results[ctx] = {}
@@ -174,9 +240,19 @@ def run(cfg: dict) -> dict:
     mirror = Path(s["iterations_mirror"])
     mirror = mirror if mirror.is_absolute() else (REPO_ROOT / mirror).resolve()
     try:
-        ev = iterations.evaluate(iterations.read_samples(mirror), int(s["iterations_fit"]))
+        samples = iterations.read_samples(mirror)
+        ev = iterations.evaluate(samples, int(s["iterations_fit"]))
+        left_out = iterations.skipped(samples, int(s["iterations_fit"]))
+        if ev.empty:
+            longest = int(samples.groupby(["file", "model"]).size().max())
+            raise ValueError(f"e2e.iterations_fit={s['iterations_fit']}: no per-iteration series can be scored "
+                             f"(the longest has {longest} iterations; a profile needs at most half of them)")
         ev.to_csv(out_dir / "iterations.csv", index=False)
         iter_summary = iterations.summary(ev)
+        iter_summary["skipped_series"] = {str(k): int(v) for k, v in left_out["reason"].value_counts().items()}
+        for reason, group in left_out.groupby("reason"):
+            log.warning("iterations: %d series left out (%s), e.g. %s", len(group), reason,
+                        ", ".join(f"{f} [{m}]" for f, m in group[["file", "model"]].head(3).to_numpy()))
         log.info("iterations: %d series, total time from a %d-iteration profile: MAPE %.2f %% (iters * step)",
                  iter_summary["all"]["series"], s["iterations_fit"], iter_summary["all"]["product_short_mape"])
     except FileNotFoundError as exc:

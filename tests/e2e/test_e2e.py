@@ -123,3 +123,93 @@ def test_iterations_axis_on_real_per_iteration_files():
     assert s["all"]["product_short_mape"] < 10 and s["training"]["series"] > 100
     with pytest.raises(FileNotFoundError, match="ryujaehun"):
         iterations.read_samples(mirror / "nowhere")
+
+
+def _frame(batches, ms, physics):
+    n = len(batches)
+    return pd.DataFrame({"measurement_id": [f"m{i}" for i in range(n)], "group": 0, "batch_size": batches,
+                         "latency_ms": ms, "physics_ms": physics})
+
+
+def test_one_point_groups_scale_by_the_physics_estimate():
+    """Batch 1 -> 256 with one fit point: the estimate's launch floor carries the answer, not a = 0."""
+    d = _frame([1, 256], [5.0, 30.0], [2.0, 10.0])
+    pred = evaluate(d, np.array([False, True]))
+    assert pred["fit_kind"].tolist() == ["physics_1pt"]
+    assert pred["e2e_ms"].iloc[0] == pytest.approx(5.0 * 10.0 / 2.0)
+    assert pred["proportional_ms"].iloc[0] == pytest.approx(5.0 * 256)  # the baseline stays beside it
+    assert pred["physics_scale"].iloc[0] == pytest.approx(2.5) and np.isnan(pred["a_ms"].iloc[0])
+    # no estimate on either side: the proportional special case, flagged
+    for physics in ([np.nan, 10.0], [2.0, np.nan]):
+        pred = evaluate(_frame([1, 256], [5.0, 30.0], physics), np.array([False, True]))
+        assert pred["fit_kind"].tolist() == ["proportional_1pt"] and pred["e2e_ms"].iloc[0] == pytest.approx(1280)
+    # two batch sizes left: the linear fit, whatever the estimate says
+    pred = evaluate(_frame([1, 8, 256], [1.0, 1.7, 26.5], [9.0, 9.0, 9.0]), np.array([False, False, True]))
+    assert pred["fit_kind"].tolist() == ["linear"] and pred["e2e_ms"].iloc[0] == pytest.approx(26.5, rel=1e-6)
+
+
+def test_physics_estimates_fix_the_launch_bound_one_point_deployments(real_overrides, rows):
+    """Real rows: our own H200 deployments measured at batch 1 and 256 were 25-80x off with a = 0."""
+    from omegaconf import OmegaConf
+
+    from src.config import REPO_ROOT, compose
+    from src.e2e.run import physics_estimates
+    from src.features.dataset import build_dataset
+
+    cfg = OmegaConf.to_container(compose(real_overrides), resolve=True)
+    dataset, _, _ = build_dataset(REPO_ROOT, cfg["data"], cfg["features"], cfg["target"], seed=cfg["seed"])
+    est = physics_estimates(cfg, dataset)
+    assert est.index.is_unique and len(est) > 0.7 * len(dataset) and (est > 0).all()
+    priced = rows.assign(physics_ms=rows["measurement_id"].map(est).astype(float))
+    d = label_groups(priced[priced["source"] == "own"], "strict", 2)
+    pred = evaluate(d, holdout_mask(d, "largest")[0])
+    one = pred[pred["fit_kind"] == "physics_1pt"]
+    assert len(one) >= 50
+
+    def mape(col):
+        return float(np.mean(np.abs(one[col] - one["measured_ms"]) / one["measured_ms"]) * 100)
+
+    assert mape("proportional_ms") > 1000 and mape("e2e_ms") < 60
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"min_batches": 1}, r"e2e.min_batches: an integer >= 2"),
+    ({"min_batches": "abc"}, r"e2e.min_batches: an integer >= 2, got 'abc'"),
+    ({"max_groups": 0}, r"e2e.max_groups: an integer >= 1 or null"),
+    ({"iterations_fit": -5}, r"e2e.iterations_fit: an integer >= 2"),
+    ({"compare_protocols": ["bogus"]}, r"e2e.compare_protocols: unknown \['bogus'\]"),
+    ({"protocols": ["lobo"], "compare_protocols": ["largest"]}, r"e2e.compare_protocols: unknown \['largest'\]"),
+    ({"contexts": ["loose"]}, r"e2e.contexts: unknown \['loose'\]"),
+    ({"data_modes": "synthetic"}, r"e2e.data_modes: a list"),
+])
+def test_settings_name_the_bad_key(change, message):
+    from src.e2e.run import settings
+
+    with pytest.raises(ValueError, match=message):
+        settings({"e2e": change})
+
+
+def test_run_names_settings_that_leave_nothing(real_overrides, tmp_path, capsys):
+    from src.e2e.__main__ import main
+
+    base = [*real_overrides, f"e2e.reports_dir={tmp_path}/e2e", f"e2e.iterations_mirror={tmp_path}/none"]
+    assert main([*base, "e2e.data_modes=[bogus]"]) == 2
+    assert "e2e.data_modes=['bogus']: no single-GPU row has these data modes" in capsys.readouterr().err
+    assert main([*base, "e2e.min_batches=1000"]) == 2
+    assert "e2e.min_batches=1000: no deployment (strict context) has that many distinct batch sizes" in \
+        capsys.readouterr().err
+
+
+def test_iterations_report_the_series_they_leave_out(tmp_path):
+    from src.e2e import iterations
+
+    folder = tmp_path / iterations.SOURCE_DIR
+    folder.mkdir()
+    values = {"resnet18": [3.0] + [1.0] * 29, "vgg16": [4.0] + [2.0] * 28 + ["ERR"]}
+    pd.DataFrame(values).to_csv(folder / "Tesla_V100_1_gpus__float_model_inference_x.csv", index=False)
+    samples = iterations.read_samples(tmp_path)
+    assert iterations.evaluate(samples, 10)["model"].tolist() == ["resnet18"]
+    left = iterations.skipped(samples, 10)
+    assert left[["model", "reason"]].values.tolist() == [["vgg16", "not a positive number"]]
+    assert iterations.skipped(samples, 20)["reason"].tolist() == ["fewer than 2 x 20 iterations",
+                                                                  "not a positive number"]
