@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         text = args.file.read_text()
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         print(f"error: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
     try:
@@ -75,12 +75,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.grid is None or args.block is None:
         print("error: --grid and --block are required with --kernel", file=sys.stderr)
         return 2
+    params: dict[str, int | float] = {}
+    for name, value in args.param:
+        if name in params:
+            print(f"error: --param {name} given twice ({name}={params[name]} and {name}={value})", file=sys.stderr)
+            return 2
+        params[name] = value
     try:
-        res = count_launch(module, args.kernel, args.grid, args.block, dict(args.param), policy=args.policy)
+        res = count_launch(module, args.kernel, args.grid, args.block, params, policy=args.policy)
     except UnresolvedBranchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
-    except (AnalysisError, KeyError, PtxSyntaxError) as exc:
+    except KeyError as exc:  # unknown kernel: the message, not the KeyError's quoted repr
+        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2
+    except (AnalysisError, PtxSyntaxError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:

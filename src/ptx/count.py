@@ -9,6 +9,7 @@ extreme) and sums the per-block lane and warp counts into per-instruction totals
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -58,13 +59,60 @@ class LaunchCounts:
         return d
 
 
-def _dims(d) -> tuple[int, int, int]:
+# CUDA's launch limits (all compute capabilities the parser targets): grid x, y, z and block x, y, z.
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_BLOCK = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+
+
+def _dims(d, what: str = "launch", limits: tuple[int, int, int] | None = None) -> tuple[int, int, int]:
     if isinstance(d, int | np.integer):
         d = (int(d),)
     d = tuple(int(x) for x in d)
     if not 1 <= len(d) <= 3 or any(x < 1 for x in d):
-        raise AnalysisError(f"launch dimension must be 1-3 positive ints, got {d}")
-    return d + (1,) * (3 - len(d))
+        raise AnalysisError(f"{what} dimension must be 1-3 positive ints, got {d}")
+    d = d + (1,) * (3 - len(d))
+    for axis, x, mx in zip("xyz", d, limits or (), strict=False):
+        if x > mx:
+            raise AnalysisError(f"{what} {axis} dimension {x} exceeds CUDA's limit {mx} (got {what} {d})")
+    return d
+
+
+_FLOAT_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38, "f64": math.inf}
+
+
+def check_param_value(name: str, ptype: str, v):
+    """A parameter value as the kernel sees it, or AnalysisError naming the parameter and its PTX type.
+
+    Integer types: an integer (or an integral float) that fits: .sN signed N-bit; .uN and .bN from -2^(N-1) to
+    2^N - 1 (nvcc declares C's signed ints as .u32/.u64 too, so -1 for an `int n` is that int's bit pattern).
+    Float types: a finite number the type can hold. .pred: 0 or 1. Byval arrays (`.b8[16]`) are passed through."""
+    t = ptype.lstrip(".")
+    if "[" in t:
+        return v
+    where = f"parameter {name} ({ptype})"
+    if isinstance(v, bool | np.bool_):
+        v = int(v)
+    if not isinstance(v, int | float | np.integer | np.floating):
+        raise AnalysisError(f"{where}: {v!r} is not a number")
+    if t in _FLOAT_MAX:
+        f = float(v)
+        if not math.isfinite(f) or abs(f) > _FLOAT_MAX[t]:
+            raise AnalysisError(f"{where}: {v!r} is not a finite .{t} value")
+        return f
+    if isinstance(v, float | np.floating):
+        if not math.isfinite(v) or v != int(v):
+            raise AnalysisError(f"{where}: {v!r} is not an integer")
+    v = int(v)
+    if t == "pred":
+        lo, hi = 0, 1
+    else:
+        w = int("".join(c for c in t if c.isdigit()) or 32)
+        lo = -(1 << (w - 1))
+        hi = (1 << (w - 1)) - 1 if t[0] == "s" else (1 << w) - 1
+    if not lo <= v <= hi:
+        raise AnalysisError(f"{where}: {v} is out of range [{lo}, {hi}]")
+    return v
 
 
 def _parse_policy(policy: str) -> tuple[str, float]:
@@ -83,25 +131,34 @@ def _parse_policy(policy: str) -> tuple[str, float]:
 
 
 def _resolve_params(prog: Program, params) -> dict[str, object]:
+    """Parameter values by PTX name, each checked against its PTX type (check_param_value); a parameter given
+    twice (by index and by name) is an error."""
     kparams = prog.kernel.params
     names = [p[0] for p in kparams]
+    types = dict(kparams)
     out: dict[str, object] = {}
     if params is None:
         return out
     if isinstance(params, list | tuple):
         if len(params) > len(kparams):
             raise AnalysisError(f"{len(params)} parameters given, kernel {prog.kernel.name} has {len(kparams)}")
-        return {names[i]: v for i, v in enumerate(params) if v is not None}
+        return {names[i]: check_param_value(names[i], types[names[i]], v) for i, v in enumerate(params)
+                if v is not None}
+    given: dict[str, object] = {}
     for k, v in dict(params).items():
         key = k
-        if isinstance(k, int) or (isinstance(k, str) and k.isdigit()):
+        if isinstance(k, int | np.integer) or (isinstance(k, str) and k.isdigit()):
             idx = int(k)
             if not 0 <= idx < len(names):
                 raise AnalysisError(f"parameter index {k} out of range (kernel has {len(names)} parameters)")
             key = names[idx]
         elif k not in names:
             raise AnalysisError(f"unknown parameter {k!r}; kernel {prog.kernel.name} has {names}")
-        out[key] = v
+        if key in given:
+            raise AnalysisError(f"parameter {key} given twice (as {given[key]!r} and {k!r})")
+        given[key] = k
+        if v is not None:
+            out[key] = check_param_value(key, types[key], v)
     return out
 
 
@@ -182,9 +239,9 @@ def count_launch(module: PtxModule, kernel: str, grid, block, params=None, polic
 def _count_launch(module: PtxModule, kernel: str, grid, block, params, policy: str,
                   max_chunks: int | None) -> LaunchCounts:
     t0 = time.perf_counter()
-    g, b = _dims(grid), _dims(block)
-    if b[0] * b[1] * b[2] > 1024:
-        raise AnalysisError(f"block {b} has more than 1024 threads")
+    g, b = _dims(grid, "grid", MAX_GRID), _dims(block, "block", MAX_BLOCK)
+    if b[0] * b[1] * b[2] > MAX_THREADS_PER_BLOCK:
+        raise AnalysisError(f"block {b} has more than {MAX_THREADS_PER_BLOCK} threads")
     prog = program_for(module, kernel)
     _check_block(prog, b)
     pol, prob = _parse_policy(policy)

@@ -47,11 +47,24 @@ def _keep_strings_and_newlines(m: re.Match) -> str:
     return m.group(1) if m.group(1) is not None else "\n" * m.group().count("\n")
 
 
-def strip_comments(text: str) -> str:
-    """Remove // and /* */ comments, keeping newlines so line numbers stay valid (and strings as they are)."""
+def strip_comments(text: str, source: str | None = None) -> str:
+    """Remove // and /* */ comments, keeping newlines so line numbers stay valid (and strings as they are).
+
+    With `source` (the file name for errors), a `/*` without its `*/` raises PtxSyntaxError at the line where the
+    comment opens; without it, the comment runs to the end of the text."""
     if "/" not in text:
         return text
-    return _COMMENT_RE.sub(_keep_strings_and_newlines, text)
+    if source is None:
+        return _COMMENT_RE.sub(_keep_strings_and_newlines, text)
+
+    def keep(m: re.Match) -> str:
+        c = m.group()
+        if c.startswith("/*") and (len(c) < 4 or not c.endswith("*/")):
+            line_no = text.count("\n", 0, m.start()) + 1
+            line = text.split("\n", line_no)[line_no - 1]
+            raise PtxSyntaxError(line_no, line, "unterminated /* comment", source)
+        return _keep_strings_and_newlines(m)
+    return _COMMENT_RE.sub(keep, text)
 
 
 def tokenize(text: str, lines: list[str], source: str,

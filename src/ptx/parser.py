@@ -27,6 +27,7 @@ from src.ptx.syntax import (
     Variable,
     Vec,
 )
+from src.ptx.validate import RegScopes, validate_module
 
 # ---------------------------------------------------------------------------------------------- grammar
 _TYPES = {
@@ -92,11 +93,13 @@ class _Parser:
     def __init__(self, text: str, source: str, fast: bool = True):
         self.source = source
         self.lines = text.split("\n")
-        code = strip_comments(text)
+        code = strip_comments(text, source)
         self.code_lines = code.split("\n")
         self.toks = tokenize(code, self.lines, source, self.fast_line if fast else None)
         self.i = 0
         self.module = PtxModule(source=source)
+        self.scopes = RegScopes()  # .reg names per open { } scope (duplicates are errors)
+        self.extra_names: set[str] = set()  # 2nd.. names of multi-name variable declarations
 
     def fast_line(self, line_text: str, line_no: int) -> Instruction | None:
         """A plain instruction line parsed in one go (most of TVM's and nvcc's PTX), else None."""
@@ -279,6 +282,7 @@ class _Parser:
             extra = self.next()
             if extra.kind != "id" or self.instruction_line(extra):
                 raise self.error(f"expected a variable name after ',', found {extra.text!r}", extra)
+            self.extra_names.add(extra.text)
             while self.accept("["):
                 if not self.accept("]"):
                     self.int_tok()
@@ -362,6 +366,7 @@ class _Parser:
     def parse_body(self, fn: Function) -> None:
         depth = 1
         labels: set[str] = set()
+        self.scopes.push()
         while True:
             t = self.peek()
             if t is None:
@@ -374,12 +379,14 @@ class _Parser:
             if s == "}":
                 self.next()
                 depth -= 1
+                self.scopes.pop()
                 if depth == 0:
                     break
                 continue
             if s == "{":
                 self.next()
                 depth += 1
+                self.scopes.push()
                 continue
             if s == ";":
                 self.next()
@@ -434,9 +441,15 @@ class _Parser:
                 self.expect(">")
                 if n < 0 or n > 1 << 24:
                     raise self.error(f"bad register count {n}", name)
-                fn.reg_ranges[name.text] = (n, rtype)
+                dup = self.scopes.declare(name.text, n)
+                old = fn.reg_ranges.get(name.text)
+                if old is None or n > old[0]:  # nested scopes may declare a prefix again: keep the widest
+                    fn.reg_ranges[name.text] = (n, rtype)
             else:
+                dup = self.scopes.declare(name.text, None)
                 fn.regs[name.text] = rtype
+            if dup:
+                raise self.error(dup, name)
             if self.accept(";"):
                 return
             self.expect(",")
@@ -578,7 +591,9 @@ def parse_ptx(text: str, source: str = "<string>", fast: bool = True) -> PtxModu
         raise TypeError("parse_ptx expects the PTX text as str")
     parser = _Parser(text, source, fast)
     try:
-        return parser.parse()
+        module = parser.parse()
+        validate_module(module, parser.lines, parser.extra_names)
+        return module
     except PtxSyntaxError:
         raise
     except (ValueError, IndexError, OverflowError, struct.error) as exc:  # defensive: numbers out of range

@@ -28,3 +28,19 @@ def named(module, kernel: str, values: dict[int, int | float]) -> dict[str, int 
     """Parameter values by index -> by PTX name."""
     names = [p[0] for p in module.kernels[kernel].params]
     return {names[i]: v for i, v in values.items()}
+
+
+@functools.cache
+def vector_add_ptx() -> str:
+    """The header and the vector_add kernel of the O3 fixture: a small real nvcc output to corrupt in tests."""
+    text = O3.read_text()
+    start = text.index(".visible .entry vector_add(")
+    end = text.index("\n}\n", start) + 3
+    return text[: text.index("\n", text.index(".address_size")) + 1] + "\n" + text[start:end]
+
+
+def edit(text: str, old: str, new: str) -> tuple[str, int]:
+    """text with its one occurrence of `old` replaced by `new`, and the 1-based line where `new` starts."""
+    assert text.count(old) == 1, old
+    i = text.index(old)
+    return text[:i] + new + text[i + len(old):], text.count("\n", 0, i) + 1

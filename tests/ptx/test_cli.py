@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import O3
+import pytest
+
+from .conftest import O3, edit, vector_add_ptx
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,3 +67,54 @@ def test_malformed_file_gives_line_numbered_error(tmp_path):
 def test_bad_dims_rejected():
     p = run(str(O3), "--kernel", "vector_add", "--grid", "0", "--block", "32")
     assert p.returncode == 2 and "positive" in p.stderr
+
+
+VA = ["--kernel", "vector_add", "--grid", "4", "--block", "256"]
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [("4294968296", "out of range"), ("99999999999", "out of range"), ("1.5", "not an integer"),
+     ("1000.9", "not an integer"), ("nan", "not an integer"), ("inf", "not an integer")],
+)
+def test_bad_param_values_are_errors_naming_the_parameter_and_type(value, fragment):
+    p = run(str(O3), *VA, "--param", f"3={value}")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.startswith("error: parameter vector_add_param_3 (.u32): ") and fragment in p.stderr
+
+
+def test_param_given_twice_is_an_error():
+    p = run(str(O3), *VA, "--param", "3=1000", "--param", "3=5")
+    assert p.returncode == 2 and "--param 3 given twice" in p.stderr
+    p = run(str(O3), *VA, "--param", "3=1000", "--param", "vector_add_param_3=5")
+    assert p.returncode == 2 and "vector_add_param_3 given twice" in p.stderr
+
+
+def test_unknown_kernel_message_has_no_stray_quotes():
+    p = run(str(O3), "--kernel", "nope", "--grid", "1", "--block", "1")
+    assert p.returncode == 2
+    assert p.stderr.startswith("error: kernel 'nope' not in module (kernels: [")
+
+
+@pytest.mark.parametrize(("grid", "limit"), [("1,70000", "65535"), ("1,1,100000", "65535"),
+                                             ("2147483648", "2147483647")])
+def test_grid_beyond_cuda_limits_is_rejected_at_once(grid, limit):
+    p = run(str(O3), "--kernel", "vector_add", "--grid", grid, "--block", "256", "--param", "3=1000")
+    assert p.returncode == 2 and f"exceeds CUDA's limit {limit}" in p.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "fragment"),
+    [("ld.param.u32 \t%r2, [vector_add_param_3];", "ld.param.u32 \t%r2, [vector_add_param_9];", "unknown parameter"),
+     ("mov.u32 \t%r3, %ctaid.x;", "mov.u32 \t%r3, %ctaid.w;", "unknown special register"),
+     ("setp.ge.s32 \t%p1, %r1, %r2;", "setp.ge.s32 \t%p1, %r1;", "setp takes 3 to 4 operands"),
+     ("// .globl\tvector_add", "/* .globl\tvector_add", "unterminated /* comment")],
+)
+def test_malformed_ptx_is_a_line_numbered_error_under_any_policy(tmp_path, old, new, fragment):
+    text, line = edit(vector_add_ptx(), old, new) if old in vector_add_ptx() else edit(O3.read_text(), old, new)
+    va = tmp_path / "va.ptx"
+    va.write_text(text)
+    for policy in ("error", "bounds"):
+        p = run(str(va), *VA, "--param", "3=1000", "--policy", policy)
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+        assert p.stderr.startswith(f"error: {va}:{line}: ") and fragment in p.stderr
