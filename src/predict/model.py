@@ -7,7 +7,6 @@ GPUs the training never saw needs the same Pipeline fed with any GPU's spec colu
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from dataclasses import dataclass
@@ -42,18 +41,26 @@ class LoadedModel:
 def read_conformal(run_id: str | None, path: str | None = None) -> dict | None:
     """Calibration JSON: an explicit file wins, else the artifact logged next to the model's run, else None (`load`
     then takes the copy in the model's own folder, if any)."""
+    from src.features.served import read_calibration_file
+
     if path:
         p = Path(path)
-        if not p.exists():
+        if not p.is_file():
             raise ModelLoadError(f"conformal calibration file {path!r} not found")
-        return json.loads(p.read_text())
+        try:
+            return read_calibration_file(p)  # names the file: not JSON (line, column), or not a calibration
+        except ValueError as err:
+            raise ModelLoadError(str(err)) from err
     if not run_id:
         return None
     try:
         local = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=CONFORMAL_ARTIFACT)
     except Exception:  # noqa: BLE001 - absent artifact: intervals are reported as unavailable
         return None
-    return json.loads(Path(local).read_text())
+    try:
+        return read_calibration_file(local)
+    except ValueError as err:
+        raise ModelLoadError(f"run {run_id}'s {CONFORMAL_ARTIFACT}: {err}") from err
 
 
 def load(uri: str, conformal_path: str | None = None) -> LoadedModel:

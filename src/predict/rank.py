@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -11,7 +12,7 @@ import pandas as pd
 from src.features.engineer import engineer
 from src.features.extrapolation import interval_escalations
 from src.features.intervals import cnn_key, row_quantiles
-from src.features.served import predict_frame
+from src.features.served import known_cnns, predict_frame
 from src.predict import conformal
 from src.predict.cnn import CnnFeatures
 from src.predict.gpus import GpuSelection
@@ -43,6 +44,9 @@ def request_frame(cnn: CnnFeatures, gpus: pd.DataFrame, batch_sizes: list[int], 
     bad = [b for b in batch_sizes if int(b) != b or b < 1]
     if bad:
         raise ValueError(f"batch sizes must be whole numbers >= 1, got {bad}")
+    twice = {int(b): n for b, n in Counter(int(b) for b in batch_sizes).items() if n > 1}
+    if twice:
+        raise ValueError("batch sizes must be distinct: " + ", ".join(f"{b} given {n} times" for b, n in twice.items()))
     # model_key names the CNN's kernel profile for models with the physics estimate (an unknown name is priced
     # from the whole-network numbers); other models ignore it.
     rows = [{"gpu": g, "model_key": cnn.name, "param_count_m": cnn.param_count_m, "gmacs": cnn.gmacs,
@@ -52,6 +56,40 @@ def request_frame(cnn: CnnFeatures, gpus: pd.DataFrame, batch_sizes: list[int], 
              "framework_version": framework_version, "family": family}
             for b in batch_sizes for g in gpus["gpu"]]
     return pd.DataFrame(rows)
+
+
+def resolve_cnn(model: LoadedModel, cnn: CnnFeatures) -> tuple[CnnFeatures, list[str]]:
+    """`cnn` under the name the model knows it by (`ResNet50` -> `resnet50`: case and '-'/'_' aside, as the
+    served request's `model_key`, src/features/request.py `KnownCnns`), with notes when renamed or when its GMACs
+    contradict the known CNN's (more than GMACS_TOLERANCE apart: every answer is then flagged in `extrapolation`,
+    as served); RequestError when the name matches two known CNNs."""
+    known = known_cnns(model.pipeline) if "model_key" in model.meta.get("input_columns", []) else None
+    if not known:
+        return cnn, []
+    name = known.resolve(cnn.name, "--model")
+    notes = []
+    if name != cnn.name:
+        notes.append(f"CNN name {cnn.name!r} is the model's known CNN {name!r} (case and '-'/'_' aside)")
+    why = known.contradiction(name, cnn.img_size, cnn.gmacs)
+    if why:
+        notes.append(f"--{why}; every answer says so in `extrapolation` (give --model another name for a "
+                     "different CNN)")
+    return (replace(cnn, name=name) if name != cnn.name else cnn), notes
+
+
+def calibrated_levels(cal: dict | None) -> list[str]:
+    """The levels a calibration holds quantiles for ("0.80", "0.90"), sorted."""
+    return sorted({lv for qs in ((cal or {}).get("quantiles") or {}).values() if isinstance(qs, dict) for lv in qs})
+
+
+def check_level(cal: dict | None, level: float) -> None:
+    """ValueError unless `level` is a finite number in (0, 1) that the calibration holds (none: any such level)."""
+    if not (0.0 < level < 1.0):  # NaN fails too
+        raise ValueError(f"--level {level:g} must be a number between 0 and 1 (e.g. 0.9)")
+    levels = calibrated_levels(cal)
+    if cal and f"{level:.2f}" not in levels:
+        raise ValueError(f"--level {level:g} is not calibrated; calibrated levels: "
+                         f"{', '.join(f'{float(lv):g}' for lv in levels)}")
 
 
 def predict_answers(model: LoadedModel, request: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
@@ -77,6 +115,8 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
     """
     if model.meta.get("output") != "latency_ms":
         raise ValueError(f"model {model.uri} predicts {model.meta.get('output')!r}; ranking needs a latency_ms model")
+    check_level(model.conformal, level)
+    cnn, notes = resolve_cnn(model, cnn)
     gpus = selection.features
     t0 = time.perf_counter()
     req = request_frame(cnn, gpus, batch_sizes, precision, mode, layout, compile_mode, framework,
@@ -99,7 +139,7 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
     out["in_training_range"] = answers["in_training_range"].to_numpy(dtype=bool)
     out["extrapolation"] = answers["extrapolation"].to_numpy(dtype=object)
     cal = model.conformal
-    notes: list[str] = []
+    notes = list(notes)
     # the calibration's training GPUs (they pick the interval), else the served model's own list
     train_gpus = set(cal.get("train_gpus", [])) if cal else set(model.meta.get("training_gpus") or [])
     out["gpu_in_training"] = out["gpu"].isin(train_gpus) if train_gpus else np.nan

