@@ -105,11 +105,15 @@ def physics_estimates(cfg: dict, dataset: pd.DataFrame) -> pd.Series:
     """The per-kernel physics estimate of one step (ms), by measurement id, for every dataset row whose CNN has a
     kernel profile: what a deployment measured at one batch size is scaled by (src.e2e.model.evaluate)."""
     from src.features.engineer import parse_releases, release_features
-    from src.features.layer_physics import GPU_COLUMNS, ROW_COLUMNS, PhysicsConstants, price_rows
-    from src.train.fit import profile_index
+    from src.features.layer_physics import (
+        GPU_COLUMNS,
+        ROW_COLUMNS,
+        PhysicsConstants,
+        load_profile_index,
+        price_rows,
+    )
 
-    physics_cfg = {**cfg, "features": {**cfg["features"], "physics": True}}
-    index = profile_index(physics_cfg)
+    index = load_profile_index(str(REPO_ROOT / cfg["data"]["kernel_profiles"]), str(REPO_ROOT / cfg["data"]["layers"]))
     tf32 = release_features(dataset["framework"].to_numpy(dtype=object),
                             parse_releases(dataset["framework_version"].to_numpy(dtype=object)))["tf32_conv_default"]
     priced = price_rows(dataset[ROW_COLUMNS + GPU_COLUMNS], index, PhysicsConstants.from_config(cfg.get("physics")),
