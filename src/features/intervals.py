@@ -99,9 +99,12 @@ def row_quantiles(cal: Mapping[str, Any], kinds: np.ndarray, level: float,
 
 def interval_columns(cal: Mapping[str, Any] | None, output: str, pred: np.ndarray, gpus: np.ndarray,
                      model_keys: np.ndarray | None,
-                     escalate: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+                     escalate: Mapping[str, np.ndarray] | None = None,
+                     cnn_unseen: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """`interval_kind` and the bounds at every level of LEVELS for predictions `pred` of rows naming `gpus` and
-    CNNs `model_keys` (None: the request names no CNN, so none counts as seen).
+    CNNs `model_keys` (None: the request names no CNN, so none counts as seen). `cnn_unseen`: rows whose CNN counts
+    as unseen whatever its name (a known CNN's name sent with numbers that contradict it: the answer is neither
+    CNN's, src/features/extrapolation.py `known_cnn_reasons`), so their novelty is `cnn` or `gpu_cnn`.
 
     The kind is the row's novelty against the calibration's training part (`train_gpus`, `train_model_keys`),
     raised to an ESCALATIONS kind where `escalate` (kind -> row mask) flags the row and that kind's interval is
@@ -120,6 +123,8 @@ def interval_columns(cal: Mapping[str, Any] | None, output: str, pred: np.ndarra
     else:
         known = np.array(sorted({cnn_key(k) for k in cal.get("train_model_keys", [])}), dtype=str)
         cnn_seen = np.isin(cnn_keys(model_keys), known)
+    if cnn_unseen is not None:
+        cnn_seen &= ~np.asarray(cnn_unseen, dtype=bool)
     kinds = novelty_kinds(gpu_seen, cnn_seen)
     out["interval_kind"] = kinds
     for lv in LEVELS:

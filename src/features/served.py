@@ -71,7 +71,7 @@ class ServedModel:
         have = self.memory_gb[rows] if self.memory_gb is not None else np.full(len(rows), np.nan)
         pred = np.asarray(pred, dtype=float)
         bounds = interval_columns(self.conformal, self.meta["output"], pred, cols["gpu"], cols.get("model_key"),
-                                  interval_escalations(cols, self.meta, unseen))
+                                  interval_escalations(cols, self.meta, unseen), cnn_unseen=numbers != "")
         return pd.DataFrame({self.meta["output"]: pred, **bounds, "in_training_range": reasons == "",
                              "extrapolation": reasons, "fits_in_memory": ~(need > have),
                              "memory_needed_gb": need, "gpu_memory_gb": have})

@@ -175,7 +175,7 @@ def cmd_rank(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     feats = cnnmod.describe(a.source, a.model, a.onnx, a.params_m, a.gmacs, a.activations_m, a.img_size)
     # the name the model knows the CNN by (ResNet50 -> resnet50), before its profile is looked up or built
-    feats, cnn_notes = resolve_cnn(model, feats)
+    feats, cnn_notes, _ = resolve_cnn(model, feats)
     profile = attach_layer_profile(model.pipeline, feats, a.mode)  # a CNN nobody measured: priced layer by layer
     t_feat = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -58,14 +58,15 @@ def request_frame(cnn: CnnFeatures, gpus: pd.DataFrame, batch_sizes: list[int], 
     return pd.DataFrame(rows)
 
 
-def resolve_cnn(model: LoadedModel, cnn: CnnFeatures) -> tuple[CnnFeatures, list[str]]:
+def resolve_cnn(model: LoadedModel, cnn: CnnFeatures) -> tuple[CnnFeatures, list[str], bool]:
     """`cnn` under the name the model knows it by (`ResNet50` -> `resnet50`: case and '-'/'_' aside, as the
     served request's `model_key`, src/features/request.py `KnownCnns`), with notes when renamed or when its GMACs
     contradict the known CNN's (more than GMACS_TOLERANCE apart: every answer is then flagged in `extrapolation`,
-    as served); RequestError when the name matches two known CNNs."""
+    as served), and whether they do (such a CNN is neither the known one nor a measured one: its interval is an
+    unseen CNN's); RequestError when the name matches two known CNNs."""
     known = known_cnns(model.pipeline) if "model_key" in model.meta.get("input_columns", []) else None
     if not known:
-        return cnn, []
+        return cnn, [], False
     name = known.resolve(cnn.name, "--model")
     notes = []
     if name != cnn.name:
@@ -74,7 +75,7 @@ def resolve_cnn(model: LoadedModel, cnn: CnnFeatures) -> tuple[CnnFeatures, list
     if why:
         notes.append(f"--{why}; every answer says so in `extrapolation` (give --model another name for a "
                      "different CNN)")
-    return (replace(cnn, name=name) if name != cnn.name else cnn), notes
+    return (replace(cnn, name=name) if name != cnn.name else cnn), notes, bool(why)
 
 
 def calibrated_levels(cal: dict | None) -> list[str]:
@@ -111,12 +112,13 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
     """Predict every (GPU, batch) pair and rank GPUs by latency within each batch size.
 
     `cnn_seen`: whether the CNN is in the model's training data (None: decided from the calibration's list of
-    training model keys by name). It picks the conformal quantile (row / gpu / cnn / gpu_cnn novelty).
+    training model keys by name, and unseen where the CNN's GMACs contradict the known CNN of that name, as the
+    served answer decides). It picks the conformal quantile (row / gpu / cnn / gpu_cnn novelty).
     """
     if model.meta.get("output") != "latency_ms":
         raise ValueError(f"model {model.uri} predicts {model.meta.get('output')!r}; ranking needs a latency_ms model")
     check_level(model.conformal, level)
-    cnn, notes = resolve_cnn(model, cnn)
+    cnn, notes, contradicted = resolve_cnn(model, cnn)
     gpus = selection.features
     t0 = time.perf_counter()
     req = request_frame(cnn, gpus, batch_sizes, precision, mode, layout, compile_mode, framework,
@@ -145,7 +147,7 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
     out["gpu_in_training"] = out["gpu"].isin(train_gpus) if train_gpus else np.nan
     if cnn_seen is None:
         keys = {cnn_key(k) for k in (cal.get("train_model_keys", []) if cal else [])}
-        cnn_seen = cnn_key(cnn.name) in keys
+        cnn_seen = cnn_key(cnn.name) in keys and not contradicted
     if cal:
         kinds = np.array([conformal.novelty(bool(g), bool(cnn_seen)) for g in out["gpu_in_training"]], dtype=object)
         # raised where the GPU's specs lie outside the training range or the runtime is new, as the served answer

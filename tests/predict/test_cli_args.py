@@ -81,6 +81,25 @@ def test_a_cnn_name_in_another_case_is_the_known_cnn_and_contradicting_gmacs_are
     assert flagged["extrapolation"].str.contains("gmacs 400 contradicts the known CNN 'resnet50'").all()
 
 
+def test_contradicting_gmacs_take_an_unseen_cnns_interval(holdout_model, tmp_path):
+    # the escalation kinds narrower than every novelty, so each row's kind is its novelty
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps({"train_gpus": ["GeForce RTX 4090"], "train_model_keys": ["resnet50"],
+                               "quantiles": {kind: {"0.80": q, "0.90": q} for kind, q in
+                                             [("row", 0.1), ("gpu", 0.2), ("cnn", 0.3), ("gpu_cnn", 0.4),
+                                              ("arch", 0.01), ("runtime", 0.01), ("setup", 0.01)]}}))
+    base = ["--model-uri", holdout_model["registered"], "--model", "resnet50", "--batch", "1", "--gpus",
+            "GeForce RTX 4090", "A100 PCIe 40 GB", "--conformal", str(cal), "--out", str(tmp_path)]
+    assert main([*base, *RESNET50, "--stem", "own"]) == 0
+    numbers = [a if a != "4.11" else "400" for a in RESNET50]
+    assert main([*base, *numbers, "--stem", "contradicting"]) == 0
+    own = pd.read_csv(tmp_path / "own.csv").set_index("gpu")["interval_kind"]
+    flagged = pd.read_csv(tmp_path / "contradicting.csv").set_index("gpu")["interval_kind"]
+    assert own.to_dict() == {"GeForce RTX 4090": "row", "A100 PCIe 40 GB": "gpu"}
+    # neither CNN's answer: an unseen CNN's interval, as the served answer's (src/features/intervals.py)
+    assert flagged.to_dict() == {"GeForce RTX 4090": "cnn", "A100 PCIe 40 GB": "gpu_cnn"}
+
+
 def test_skipped_gpus_are_printed_with_their_reason(holdout_model, tmp_path, capsys):
     rc = main(["--model-uri", holdout_model["registered"], "--model", "resnet50", *RESNET50, "--gpus",
                "GeForce GTX 580", "GeForce RTX 4090", "--out", str(tmp_path)])
