@@ -67,7 +67,82 @@ def extrapolation_reasons(joined: Mapping[str, Any], meta: dict, ptx_index=None,
                             "training efficiency (the unseen-kind fallback)" for v in values], dtype=object))
     setting = setting_reasons(joined, meta.get("training_settings") or [])
     add(setting != "", setting[setting != ""])
+    unsupported = precision_support_reasons(joined, meta.get("unit_fallback_precisions"))
+    add(unsupported != "", unsupported[unsupported != ""])
     return reasons
+
+
+# Per precision: the lowest compute capability with the math units the precision is meant for, what they are, and
+# the rate the estimate falls back to below it (src/features/physics.py `peak_tflops`; int8: dp4a from 6.1).
+PRECISION_UNITS = {
+    "bf16": (8.0, "bf16 tensor cores", "its fp32 rate"),
+    "amp_bf16": (8.0, "bf16 tensor cores", "its fp32 rate"),
+    "tf32": (8.0, "TF32 tensor cores", "its fp32 rate"),
+    "fp16": (7.0, "fp16 tensor cores", "the better of its fp16 and fp32 CUDA-core rates"),
+    "amp_fp16": (7.0, "fp16 tensor cores", "the better of its fp16 and fp32 CUDA-core rates"),
+    "int8": (6.1, "int8 dot-product instructions (dp4a) or tensor cores", "its fp32 rate"),
+}
+
+
+def lacks_units(precision: Any, compute_capability: Any) -> np.ndarray:
+    """Rows whose GPU lacks the math units their precision is meant for (PRECISION_UNITS)."""
+    prec = np.asarray(precision, dtype=object).astype(str)
+    cc = np.asarray(compute_capability, dtype=float)
+    lowest = np.zeros(len(prec))
+    for name, (need, _, _) in PRECISION_UNITS.items():
+        lowest[prec == name] = need
+    return cc < lowest
+
+
+def unit_fallback_precisions(frame: pd.DataFrame) -> list[str]:
+    """The precisions some training row ran on a GPU without their units (fp16 on Pascal in ryujaehun's and
+    DLInfBench's tables, on the Jetson Nano in torch2trt's): what the served model carries so that it flags only
+    the pairs no training row had."""
+    if "precision" not in frame.columns or "compute_capability" not in frame.columns:
+        return []
+    mask = lacks_units(frame["precision"], frame["compute_capability"])
+    return sorted(frame.loc[mask, "precision"].astype(str).unique().tolist())
+
+
+def precision_support_reasons(joined: Mapping[str, Any], trained: list[str] | None = None) -> np.ndarray:
+    """Per row, '' or why the GPU lacks the units its precision is meant for (bf16 on a Turing T4, int8 before
+    dp4a): the framework still runs it, slower, and the estimate prices it at the fallback rate (PRECISION_UNITS),
+    but no training row ran that precision on such a GPU. `trained`: the precisions training rows did run without
+    their units (`unit_fallback_precisions`, the model's metadata), not flagged; None (a model from before this
+    rule) flags every such pair. Needs `precision` and `compute_capability` in `joined` (else nothing is flagged)."""
+    n = len(np.asarray(joined["gpu"]))
+    out = np.full(n, "", dtype=object)
+    if "precision" not in joined or "compute_capability" not in joined:
+        return out
+    prec = np.asarray(joined["precision"], dtype=object).astype(str)
+    cc = np.asarray(joined["compute_capability"], dtype=float)
+    gpu = np.asarray(joined["gpu"], dtype=object)
+    flagged = lacks_units(prec, cc) & ~np.isin(prec, list(trained or []))
+    for name, (lowest, units, fallback) in PRECISION_UNITS.items():
+        rows = np.flatnonzero(flagged & (prec == name))
+        if not rows.size:
+            continue
+        names, inv = np.unique(gpu[rows].astype(str), return_inverse=True)  # one text per GPU, not per row
+        first = rows[np.unique(inv, return_index=True)[1]]
+        texts = np.array([f"GPU {str(g)!r} (compute capability {cc[i]:g}) has no {units} for precision {name!r} "
+                          f"(they need {lowest:g}+): priced at {fallback}; no training row ran {name!r} on such a GPU"
+                          for g, i in zip(names, first, strict=True)], dtype=object)
+        out[rows] = texts[inv.ravel()]
+    return out
+    prec = np.asarray(joined["precision"], dtype=object).astype(str)
+    cc = np.asarray(joined["compute_capability"], dtype=float)
+    gpu = np.asarray(joined["gpu"], dtype=object)
+    for name, (lowest, units, fallback) in PRECISION_UNITS.items():
+        rows = np.flatnonzero((prec == name) & (cc < lowest))
+        if not rows.size:
+            continue
+        names, inv = np.unique(gpu[rows].astype(str), return_inverse=True)  # one text per GPU, not per row
+        first = rows[np.unique(inv, return_index=True)[1]]
+        texts = np.array([f"GPU {str(g)!r} (compute capability {cc[i]:g}) has no {units} for precision {name!r} "
+                          f"(they need {lowest:g}+): priced at {fallback}" for g, i in zip(names, first, strict=True)],
+                         dtype=object)
+        out[rows] = texts[inv.ravel()]
+    return out
 
 
 def known_cnn_reasons(joined: Mapping[str, Any], cnns) -> np.ndarray:

@@ -89,7 +89,8 @@ def parser() -> argparse.ArgumentParser:
     run = r.add_argument_group("run configuration")
     run.add_argument("--batch", type=_at_least(1), nargs="+", default=[1, 32, 256],
                      help="batch sizes (distinct whole numbers >= 1)")
-    run.add_argument("--precision", default="amp_fp16", help="fp32, amp_fp16, amp_bf16, bf16, fp16 (model's list)")
+    run.add_argument("--precision", default="amp_fp16",
+                     help="fp32, tf32, amp_fp16, amp_bf16, fp16, bf16, int8, fp64 (those the model's list holds)")
     run.add_argument("--mode", default="inference", choices=["inference", "training"])
     run.add_argument("--layout", default="nchw", choices=["nchw", "nhwc"])
     run.add_argument("--runtime", "--compile", dest="compile_mode", default="eager", choices=COMPILE_MODES,
@@ -194,7 +195,10 @@ def cmd_rank(a: argparse.Namespace) -> int:
     for note in reversed(cnn_notes):
         if note not in res.notes:
             res.notes.insert(0, note)
-    stem = a.stem or f"ranking_{feats.name}_{a.compile_mode}_{a.precision}_{a.mode}".replace("/", "_").replace(" ", "_")
+    # a framework other than the default names the files too, so two deployments never overwrite each other's
+    framework = "" if a.framework == "pytorch" else f"_{a.framework}"
+    stem = a.stem or (f"ranking_{feats.name}{framework}_{a.compile_mode}_{a.precision}_{a.mode}"
+                      .replace("/", "_").replace(" ", "_"))
     title = (f"{feats.source}:{feats.name} ({feats.param_count_m:.2f} M params, {feats.gmacs:.3g} GMACs, "
              f"{feats.img_size}px) {a.compile_mode} {a.precision} {a.mode} - model {a.model_uri}")
     meta = {"cnn": feats.as_dict(), "model_uri": a.model_uri, "run_id": model.run_id, "gpus_requested": a.gpus,

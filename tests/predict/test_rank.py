@@ -72,6 +72,18 @@ def test_rank_says_when_the_named_release_was_never_trained(calibrated):
     assert np.allclose(plain["latency_ms"], rank(model, cnn, sel, [32], precision="amp_fp16").table["latency_ms"])
 
 
+def test_rank_says_which_answers_need_more_memory_than_the_gpu_has(calibrated):
+    model = load(calibrated["uri"], calibrated["conformal"])
+    sel = select_gpus(["GeForce GTX 1050", "A100 SXM4 80 GB"], model.meta["gpu_features"])
+    cnn = from_explicit("densenet121", 7.98, 2.87, 6.9, 224)
+    res = rank(model, cnn, sel, [1, 1024], precision="amp_fp16", mode="training", cnn_seen=False)
+    t = res.table.set_index(["gpu", "batch_size"])
+    assert t.loc[("GeForce GTX 1050", 1024), "memory_needed_gb"] > t.loc[("GeForce GTX 1050", 1024), "gpu_memory_gb"]
+    assert not t.loc[("GeForce GTX 1050", 1024), "fits_in_memory"]
+    assert t.loc[("A100 SXM4 80 GB", 1), "fits_in_memory"] and t.loc[("GeForce GTX 1050", 1), "fits_in_memory"]
+    assert any(n.startswith("1 of 4 answers need more memory than the GPU has (1 GPU(s))") for n in res.notes)
+
+
 def test_cli_rank_writes_csv_and_plot(calibrated, tmp_path, capsys):
     rc = main(["--model-uri", calibrated["uri"], "--conformal", calibrated["conformal"], *DENSENET121,
                "--batch", "1", "32", "--gpus", "all", "--arch", "Ampere", "Ada Lovelace", "Hopper",
@@ -132,6 +144,10 @@ def test_cli_rank_for_a_runtime(calibrated, tmp_path, capsys):
     assert not np.allclose(both["latency_ms_trt"], both["latency_ms_eager"])
     meta = json.loads((tmp_path / "ranking_densenet121_tensorrt_fp16_inference.json").read_text())
     assert meta["runtime"] == "tensorrt"
+    # another framework with the same runtime and precision writes its own files, never over the default's
+    assert main([*args, "--runtime", "tensorrt", "--framework", "tensorrt"]) == 0
+    own = pd.read_csv(tmp_path / "ranking_densenet121_tensorrt_tensorrt_fp16_inference.csv")
+    assert len(own) == 3 and pd.read_csv(tmp_path / "ranking_densenet121_tensorrt_fp16_inference.csv").equals(trt)
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
         main([*args, "--runtime", "onnx"])
