@@ -4,8 +4,22 @@ parse_ptx runs validate_module on every module it builds, so both engines (the a
 only ever see instructions with the operands they index, and a misspelt register, parameter or special
 register is a line-numbered PtxSyntaxError instead of a value "not known from the launch":
 
-* operand counts per opcode family (_OPERANDS; opcodes with many forms, e.g. mma, wmma, cp, tex, are not
-  counted) and a register (or register vector, pair, `_`) as the destination of value-producing opcodes;
+* operand counts per opcode family (_OPERANDS) and a register (or register vector, pair, `_`) as the
+  destination of value-producing opcodes; for opcodes with many forms the count and the operand shapes (a
+  vector `{...}`, an address `[...]`) of the form the modifiers select (validate_forms.form_of): mma, mma.sp
+  (also .block_scale), wmma.load/store/mma, ldmatrix/stmatrix (with the vector's length), cp.async,
+  cp.async.bulk (not .tensor), cp.async.bulk.prefetch (not .tensor), cp.reduce.async.bulk (not .tensor), the
+  cp.async/cp.async.bulk groups, mbarrier.*, wgmma.*, txq. Not counted: tex, tld4, suld, sust, sured (the parser
+  does not read their `[tex, {coords}]` operand), the .tensor bulk copies (same operand), tcgen05, multimem,
+  tensormap, clusterlaunchcontrol, fence, the video instructions (vadd, vset, ...), and the vector lengths of
+  mma/wmma/wgmma fragments (a table per shape and type);
+* destination types (validate_forms.fits): a register declared too narrow, too wide or of the wrong kind for
+  the instruction type (`add.f64 %f1` with %f1 .f32, `ld.global.u64` into a .b32, a .pred destination of add),
+  after the PTX ISA's type-checking rules, which let ld, ldu and cvt write wider registers; a `d|p` pair's
+  second register is a .pred. Only opcodes whose destination type is certain are checked (validate_forms.
+  dest_type: not mma, tex, mov/atom with vector destinations, cvt with newer formats, ...); a register
+  declared with different types in different scopes or functions, a vector register (`.reg .v4`) and a .f16x2
+  register are never rejected;
 * type modifiers: a modifier shaped like a type (`.f99`, `.s7`) must be a PTX type, and the opcodes whose
   meaning depends on a type must have one (`setp.ge` alone is rejected);
 * setp/set: exactly one known comparison operator, no unknown modifier;
@@ -36,6 +50,7 @@ from src.ptx.syntax import (
     Sym,
     Vec,
 )
+from src.ptx.validate_forms import Form, dest_type, fits, form_of
 from src.ptx.values import CMP_OPS
 
 # (fewest, most) operands per opcode family; a `%r|%p` pair, a `{...}` vector and a `[...]` address are one each.
@@ -54,18 +69,21 @@ _OPERANDS: dict[str, tuple[int, int]] = {
     "shfl": (4, 5), "vote": (2, 3), "activemask": (1, 1), "createpolicy": (1, 4),
     "bra": (1, 1), "ret": (0, 0), "exit": (0, 0), "trap": (0, 0), "brkpt": (0, 0),
     "bar": (0, 4), "barrier": (0, 4), "membar": (0, 0), "prefetch": (1, 1), "prefetchu": (1, 1),
-    "nanosleep": (1, 1),
+    "nanosleep": (1, 1), "movmatrix": (2, 2), "getctarank": (2, 2), "mapa": (3, 3), "discard": (2, 2),
+    "applypriority": (2, 2), "griddepcontrol": (0, 0), "setmaxnreg": (1, 1), "stacksave": (1, 1),
+    "stackrestore": (1, 1), "suq": (2, 2), "alloca": (2, 3), "pmevent": (1, 1),
 }
 # Families of _OPERANDS that write no register (all others write their first operand).
 _NO_DEST = frozenset({"st", "red", "bra", "ret", "exit", "trap", "brkpt", "bar", "barrier", "membar", "prefetch",
-                      "prefetchu", "nanosleep"})
+                      "prefetchu", "nanosleep", "discard", "applypriority", "griddepcontrol", "setmaxnreg",
+                      "stackrestore", "pmevent"})
 # Opcodes whose meaning depends on a type modifier (a PTX assembler rejects them without one).
 _NEEDS_TYPE = frozenset(
     "abs neg not cnot popc clz brev bfind sqrt rsqrt rcp sin cos lg2 ex2 tanh mov cvta testp ldu add sub mul div "
     "rem and or xor shl shr mul24 addc subc copysign bmsk szext mad fma mad24 madc sad bfe prmt shf dp4a dp2a "
     "selp slct fns min max bfi lop3 setp set cvt ld st atom red shfl vote activemask".split())
 # The memory operand of loads, stores and atomics (index into the operands) must be an address `[...]`.
-_ADDRESS_AT = {"ld": 1, "ldu": 1, "st": 0, "atom": 1, "red": 0}
+_ADDRESS_AT = {"ld": 1, "ldu": 1, "st": 0, "atom": 1, "red": 0, "discard": 0, "applypriority": 0, "suq": 1}
 _SETP_MODS = CMP_OPS | {"and", "or", "xor", "ftz"}
 
 # `.b1`..`.f64`: a modifier of this shape is a type; these are the widths PTX has for each letter.
@@ -82,6 +100,52 @@ _SPECIAL_SCALAR = re.compile(
     r"|is_explicit_cluster|cluster_ctarank|cluster_nctarank)")
 _INDEXED = re.compile(r"(.*?)(0|[1-9][0-9]*)")  # %r12 -> ('%r', '12'); leading zeros are not in %r<N>
 _IMM_MIN, _IMM_MAX = -(1 << 63), (1 << 64) - 1
+# `.reg .v4 .f32 %v, %w<4>;` (also inside inline-asm scopes): the names, types and vector-ness of every .reg
+_REG_DECL = re.compile(r"\.reg((?:\s*\.\w+)+)\s+([%\w$]+(?:\s*<\s*\d+\s*>)?(?:\s*,\s*[%\w$]+(?:\s*<\s*\d+\s*>)?)*)\s*;")
+_DECL_NAME = re.compile(r"([%\w$]+)(?:\s*<\s*(\d+)\s*>)?")
+
+
+class RegDecls:
+    """Every `.reg` declaration of a module's text, for the destination type check: the parser keeps one type
+    per name (the last), so a name declared with two types (in nested scopes, or in two functions) is not
+    type-checked, nor is a vector register (the parser drops `.v4`)."""
+
+    def __init__(self, lines: list[str]):
+        self.plain: dict[str, set[str]] = {}  # name -> declared types
+        self.ranges: dict[str, dict[str, int]] = {}  # '%r' -> {type: the largest N of a %r<N> of that type}
+        self.vectors: set[str] = set()  # names and range prefixes declared .v2/.v4
+        self.only_cache: dict[tuple[str, str], bool] = {}
+        for m in _REG_DECL.finditer("\n".join(x for x in lines if ".reg" in x)):
+            mods = m.group(1).split()
+            rtype = next((x for x in reversed(mods) if x not in (".v2", ".v4", ".v8")), "")
+            for n in _DECL_NAME.finditer(m.group(2)):
+                if any(x in (".v2", ".v4", ".v8") for x in mods):
+                    self.vectors.add(n.group(1))
+                if n.group(2) is None:
+                    self.plain.setdefault(n.group(1), set()).add(rtype)
+                else:
+                    by_type = self.ranges.setdefault(n.group(1), {})
+                    by_type[rtype] = max(by_type.get(rtype, 0), int(n.group(2)))
+
+    def is_vector(self, name: str) -> bool:
+        m = _INDEXED.fullmatch(name)
+        return name in self.vectors or (m is not None and m.group(1) in self.vectors)
+
+    def only(self, name: str, rtype: str) -> bool:
+        """Whether every declaration of `name` in the module has type `rtype` and none is a vector."""
+        ok = self.only_cache.get((name, rtype))
+        if ok is None:
+            types = set(self.plain.get(name, ()))
+            m = _INDEXED.fullmatch(name)
+            if m is not None:
+                k = int(m.group(2))
+                types.update(t for t, n in self.ranges.get(m.group(1), {}).items() if k < n)
+            ok = self.only_cache[name, rtype] = types <= {rtype} and not self.is_vector(name)
+        return ok
+
+
+def _count(lo: int, hi: int) -> str:
+    return ("1 operand" if lo == 1 else f"{lo} operands") if lo == hi else f"{lo} to {hi} operands"
 
 
 def is_special_register(name: str) -> bool:
@@ -95,15 +159,18 @@ def is_special_register(name: str) -> bool:
 
 
 class _FunctionChecker:
-    def __init__(self, fn: Function, module: PtxModule, lines: list[str], extra_names: set[str]):
+    def __init__(self, fn: Function, module: PtxModule, lines: list[str], extra_names: set[str], decls: RegDecls):
         self.fn = fn
+        self.decls = decls
+        self.dest_types: dict[str, tuple[str, bool] | None] = {}  # opcode -> dest_type (speed)
+        self.certain_types: dict[str, str | None] = {}  # register -> its one declared type (speed)
         self.module = module
         self.lines = lines
         self.regs = dict(fn.regs)
         for pname, ptype in (*fn.params, *fn.returns):
             if pname.startswith("%"):
                 self.regs[pname] = ptype
-        self.known_regs: set[str] = set()  # checked already (speed: most registers are read many times)
+        self.known_regs: dict[str, str] = {}  # checked already -> type (speed: registers are read many times)
         self.good_opcodes: set[str] = set()
         self.symbols = ({p for p, _ in (*fn.params, *fn.returns)} | set(fn.local_vars) | set(fn.regs)
                         | set(module.variables) | set(module.functions) | extra_names | {"WARP_SZ"})
@@ -129,14 +196,19 @@ class _FunctionChecker:
         if name in self.known_regs:
             return
         name = name.lstrip("!")
-        if self.reg_type(name) is not None:
-            self.known_regs.add(name)
+        t = self.reg_type(name)
+        if t is not None:
+            self.known_regs[name] = t
             return
         if is_special_register(name):
             if dest:
                 raise self.error(ins, f"special register {name} is read-only")
             return
         if "." in name:
+            base, _, comp = name.partition(".")
+            if comp in ("x", "y", "z", "w", "r", "g", "b", "a") and self.decls.is_vector(base) \
+                    and self.reg_type(base) is not None:  # a component of a vector register
+                return
             raise self.error(ins, f"unknown special register {name}")
         m = _INDEXED.fullmatch(name)
         rng = self.fn.reg_ranges.get(m.group(1)) if m is not None else None
@@ -169,7 +241,8 @@ class _FunctionChecker:
             elif isinstance(op.base, Imm):
                 self.check_imm(ins, op.base.value)
         elif isinstance(op, Sym):
-            self.check_symbol(ins, op.name)
+            if op.name != "_":  # `_` is a sink (the fast parser path reads it as a symbol)
+                self.check_symbol(ins, op.name)
         elif isinstance(op, Imm):
             self.check_imm(ins, op.value)
 
@@ -201,23 +274,81 @@ class _FunctionChecker:
                 raise self.error(ins, f"{base} needs one comparison operator (.eq, .lt, ...), found "
                                       f"{len(cmps)}")
 
+    def check_dest_register(self, ins: Instruction, name: str) -> None:
+        d = ins.operands[0] if ins.operands else None
+        if d is not None and not isinstance(d, Reg | Pair | Vec | Sink) and not (
+                isinstance(d, Sym) and (d.name in self.regs or d.name == "_")):  # registers may be named without %
+            raise self.error(ins, f"the destination of {name} must be a register")
+
+    def is_vector_reg(self, op) -> bool:
+        """A register declared `.reg .v2/.v4 ...`: it stands for a vector (the parser keeps its element type)."""
+        return isinstance(op, Reg | Sym) and self.reg_type(op.name) is not None and self.decls.is_vector(op.name)
+
+    def check_form(self, ins: Instruction, form: Form) -> None:
+        ops = ins.operands
+        if not form.lo <= len(ops) <= form.hi:
+            raise self.error(ins, f"{form.name} takes {_count(form.lo, form.hi)}, found {len(ops)}")
+        if form.dest:
+            self.check_dest_register(ins, form.name)
+        for k in form.addr:
+            if not isinstance(ops[k], Addr):
+                raise self.error(ins, f"operand {k + 1} of {form.name} must be an address [...]")
+        for k in form.vec:
+            if not isinstance(ops[k], Vec) and not self.is_vector_reg(ops[k]):
+                raise self.error(ins, f"operand {k + 1} of {form.name} must be a vector {{...}}")
+        if form.vec_len and isinstance(ops[form.vec[0]], Vec) and len(ops[form.vec[0]].items) != form.vec_len:
+            raise self.error(ins, f"operand {form.vec[0] + 1} of {ins.opcode} must be a vector of "
+                                  f"{form.vec_len} registers, found {len(ops[form.vec[0]].items)}")
+
+    def certain_type(self, name: str) -> str | None:
+        """The type a register certainly has: declared once, or always with one type (not a vector)."""
+        if name in self.certain_types:
+            return self.certain_types[name]
+        t = self.known_regs.get(name) or self.reg_type(name)
+        t = self.certain_types[name] = t if t is not None and self.decls.only(name, t) else None
+        return t
+
+    def check_dest_type(self, ins: Instruction) -> None:
+        """The destination register can take the instruction's result (validate_forms.fits)."""
+        if ins.opcode not in self.dest_types:
+            self.dest_types[ins.opcode] = dest_type(ins.base, ins.mods)
+        dt = self.dest_types[ins.opcode]
+        if dt is None or not ins.operands:
+            return
+        ins_type, relaxed = dt
+        d = ins.operands[0]
+        vector = isinstance(d, Vec)
+        if vector and ins.base not in ("ld", "ldu"):  # mov unpacks, vector atomics: element types vary
+            return
+        for x in d.items if vector else (d.first,) if isinstance(d, Pair) else (d,):
+            if not isinstance(x, Reg | Sym) or isinstance(x, Sym) and x.name not in self.regs:
+                continue
+            rt = self.certain_type(x.name)
+            if rt is not None and not fits(rt, ins_type, relaxed, vector):
+                raise self.error(ins, f"destination {x.name} is declared {rt}, which cannot take the .{ins_type} "
+                                      f"result of {ins.opcode}")
+
     def check(self, ins: Instruction) -> None:
         base, ops = ins.base, ins.operands
         if ins.opcode not in self.good_opcodes:
             self.check_opcode(ins)
             self.good_opcodes.add(ins.opcode)
         counts = _OPERANDS.get(base)
+        writes = counts is not None and base not in _NO_DEST
         if counts is not None:
             lo, hi = counts
             if not lo <= len(ops) <= hi:
-                want = str(lo) if lo == hi else f"{lo} to {hi}"
-                raise self.error(ins, f"{base} takes {want} operands, found {len(ops)}")
-            if base not in _NO_DEST and ops and not isinstance(ops[0], Reg | Pair | Vec | Sink) and not (
-                    isinstance(ops[0], Sym) and ops[0].name in self.regs):  # registers may be named without %
-                raise self.error(ins, f"the destination of {base} must be a register")
+                raise self.error(ins, f"{base} takes {_count(lo, hi)}, found {len(ops)}")
+            if writes:
+                self.check_dest_register(ins, base)
             at = _ADDRESS_AT.get(base)
             if at is not None and not isinstance(ops[at], Addr):
                 raise self.error(ins, f"operand {at + 1} of {base} must be an address [...]")
+        else:
+            form = form_of(base, ins.mods, ops)
+            if form is not None:
+                self.check_form(ins, form)
+                writes = form.dest
         if ins.pred is not None:
             self.check_pred(ins, ins.pred, "guard")
         if base in ("bra", "brx", "call"):  # labels and callees are checked by the parser and cfg.py
@@ -227,13 +358,17 @@ class _FunctionChecker:
                         self.check_operand(ins, x)
             return
         for k, op in enumerate(ops):
-            is_dest = k == 0 and counts is not None and base not in _NO_DEST
-            self.check_operand(ins, op, dest=is_dest)
+            self.check_operand(ins, op, dest=writes and k == 0)
+        if not writes or not ops:
+            return
+        first = ops[0]
         if base == "setp":
-            first = ops[0]
             for r in (first.first, first.second) if isinstance(first, Pair) else (first,):
                 if isinstance(r, Reg):
                     self.check_pred(ins, r.name, "setp destination")
+        elif isinstance(first, Pair):  # shfl, lop3, elect, ...: `d|p`
+            self.check_pred(ins, first.second.name, f"the predicate destination of {base}")
+        self.check_dest_type(ins)
 
 
 def validate_module(module: PtxModule, lines: list[str], extra_names: set[str] | None = None) -> None:
@@ -241,10 +376,11 @@ def validate_module(module: PtxModule, lines: list[str], extra_names: set[str] |
 
     lines: the PTX text's lines (quoted in errors); extra_names: further declared names in scope everywhere
     (the second and later names of multi-name variable declarations, which the module does not keep)."""
+    decls = RegDecls(lines)
     for fn in module.functions.values():
         if not fn.defined:
             continue
-        checker = _FunctionChecker(fn, module, lines, extra_names or set())
+        checker = _FunctionChecker(fn, module, lines, extra_names or set(), decls)
         for x in fn.body:
             if isinstance(x, Instruction):
                 checker.check(x)
