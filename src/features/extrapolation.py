@@ -67,6 +67,8 @@ def extrapolation_reasons(joined: Mapping[str, Any], meta: dict, ptx_index=None,
                             "training efficiency (the unseen-kind fallback)" for v in values], dtype=object))
     setting = setting_reasons(joined, meta.get("training_settings") or [])
     add(setting != "", setting[setting != ""])
+    beyond = setup_gpu_reasons(joined, meta.get("setup_gpu_ranges") or [])
+    add(beyond != "", beyond[beyond != ""])
     unsupported = precision_support_reasons(joined, meta.get("unit_fallback_precisions"))
     add(unsupported != "", unsupported[unsupported != ""])
     return reasons
@@ -191,12 +193,14 @@ def interval_escalations(joined: Mapping[str, Any], meta: dict,
     "arch", a GPU with a spec outside the training range (a generation faster or slower than any measured one;
     a new GPU inside the range keeps the `gpu` kind), "runtime", a runtime or precision class no training row had
     (`unseen`, the rows the bare estimate answers), and "setup", a setup no training row ran (`untrained_setups`
-    against the metadata's `training_settings`; a model without them flags none)."""
+    against the metadata's `training_settings`; a model without them flags none) or ran only on GPUs of another
+    class (`setup_gpu_reasons`)."""
     n = len(np.asarray(joined["gpu"]))
     masks = list((unseen or {}).values())
     return {"arch": beyond_range(joined, meta, meta.get("gpu_features") or []),
             "runtime": np.logical_or.reduce(masks) if masks else np.zeros(n, dtype=bool),
-            "setup": untrained_setups(joined, meta.get("training_settings") or [])}
+            "setup": untrained_setups(joined, meta.get("training_settings") or [])
+            | (setup_gpu_reasons(joined, meta.get("setup_gpu_ranges") or []) != "")}
 
 
 def training_settings(frame: pd.DataFrame) -> list[list[str]]:
@@ -256,3 +260,50 @@ def setting_reasons(joined: Mapping[str, Any], settings: list[list[str]]) -> np.
             texts[k] = (f"framework_version {release!r} has no training rows in this setup (trained: "
                         f"{sorted(releases[joined_setup])})")
     return texts[codes]
+
+
+# The GPU specs whose per-setup training range `setup_gpu_ranges` records: a setup measured only on Jetson boards
+# (torch2trt's PyTorch + TensorRT fp16 rows) says little about a 1 TB/s desktop GPU in that setup.
+SETUP_GPU_SPECS = ("memory_bandwidth_gbs", "compute_capability")
+
+
+def setup_gpu_ranges(frame: pd.DataFrame) -> list[dict]:
+    """Per setup (SETUP_FIELDS) of the training rows, the [min, max] of each SETUP_GPU_SPECS column over the GPUs
+    it ran on: what the served model carries so that an answer for a trained setup on a GPU far outside the GPUs
+    that setup ran on says so. Empty where the frame lacks a column."""
+    cols = [*SETUP_FIELDS, *SETUP_GPU_SPECS]
+    if any(c not in frame.columns for c in cols):
+        return []
+    grouped = frame[cols].astype({c: str for c in SETUP_FIELDS}).groupby(list(SETUP_FIELDS), sort=True)
+    lo, hi = grouped.min(), grouped.max()
+    return [{"setup": list(key), "ranges": {c: [float(lo.loc[key, c]), float(hi.loc[key, c])] for c in SETUP_GPU_SPECS}}
+            for key in lo.index]
+
+
+def setup_gpu_reasons(joined: Mapping[str, Any], ranges: list[dict]) -> np.ndarray:
+    """Per row, '' or why its (trained) setup never ran on a GPU like the row's: a SETUP_GPU_SPECS value outside
+    the range of the GPUs that setup's training rows ran on (`setup_gpu_ranges` of the metadata; none recorded or
+    a setup without training rows: '', the latter is `setting_reasons`' to say)."""
+    n = len(np.asarray(joined["gpu"]))
+    out = np.full(n, "", dtype=object)
+    if not ranges or any(c not in joined for c in (*SETUP_FIELDS, *SETUP_GPU_SPECS)):
+        return out
+    by_setup = {"\x1f".join(r["setup"]): r["ranges"] for r in ranges}
+    codes, uniq = factorize(setup_labels(joined))
+    for k, label in enumerate(np.asarray(uniq, dtype=object).tolist()):
+        spans = by_setup.get(label)
+        if spans is None:
+            continue
+        rows = np.flatnonzero(codes == k)
+        for col in SETUP_GPU_SPECS:
+            (lo, hi), v = spans[col], np.asarray(joined[col], dtype=float)[rows]
+            bad = rows[(v < lo) | (v > hi)]
+            if bad.size:
+                setup = " / ".join(label.split("\x1f"))
+                text = f"setup {setup} ran in training only on GPUs with {col} {lo:g}-{hi:g} (this GPU: "
+                vals = np.asarray(joined[col], dtype=float)[bad]
+                uniq_v, inv = np.unique(vals, return_inverse=True)
+                texts = np.array([f"{text}{u:g})" for u in uniq_v], dtype=object)[inv.ravel()]
+                now = out[bad]
+                out[bad] = np.where(now == "", texts, now + "; " + texts)
+    return out

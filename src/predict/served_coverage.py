@@ -20,7 +20,13 @@ from sklearn.base import clone
 from tqdm.auto import tqdm
 
 from src.features.baseline import fallback_column
-from src.features.extrapolation import interval_escalations, setup_labels, training_ranges, training_settings
+from src.features.extrapolation import (
+    interval_escalations,
+    setup_gpu_ranges,
+    setup_labels,
+    training_ranges,
+    training_settings,
+)
 from src.features.intervals import ESCALATIONS, SERVED_KINDS, cnn_keys, novelty_kinds, row_quantiles
 from src.predict import conformal
 from src.predict.calibrate import kind_labels
@@ -102,7 +108,7 @@ def served_kinds(train: pd.DataFrame, test: pd.DataFrame, gpu_features: list[str
     cnn_seen = np.isin(cnn_keys(test["model_key"].astype(str).to_numpy()),
                        np.unique(cnn_keys(train["model_key"].astype(str).to_numpy())))
     meta = {"gpu_features": gpu_features, "training_ranges": training_ranges(train, gpu_features),
-            "training_settings": training_settings(train)}
+            "training_settings": training_settings(train), "setup_gpu_ranges": setup_gpu_ranges(train)}
     joined = {c: test[c].to_numpy() for c in test.columns}
     unseen = model.unseen(test) if hasattr(model, "unseen") else None
     return novelty_kinds(gpu_seen, cnn_seen), interval_escalations(joined, meta, unseen)

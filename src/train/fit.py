@@ -19,7 +19,12 @@ from omegaconf import OmegaConf
 from src.config import REPO_ROOT, compose
 from src.features.dataset import DatasetError
 from src.features.engineer import input_columns
-from src.features.extrapolation import training_ranges, training_settings, unit_fallback_precisions
+from src.features.extrapolation import (
+    setup_gpu_ranges,
+    training_ranges,
+    training_settings,
+    unit_fallback_precisions,
+)
 from src.features.layer_physics import load_profile_index
 from src.features.ptx_lookup import load_ptx_index
 from src.features.request import request_columns
@@ -140,6 +145,7 @@ def served_metadata(c: dict, df: pd.DataFrame, ptx: list[str], model: str, train
         "training_gpus": sorted(trained["gpu"].astype(str).unique().tolist()),
         "training_settings": training_settings(trained),
         "unit_fallback_precisions": unit_fallback_precisions(trained),
+        "setup_gpu_ranges": setup_gpu_ranges(trained),
         "numeric_inputs": list(f["numeric_inputs"]),
         "categorical_inputs": list(f["categorical_inputs"]),
         "open_categorical": list(f.get("open_categorical") or []),

@@ -129,3 +129,33 @@ def test_the_precisions_training_rows_ran_without_their_units():
                           "compute_capability": [6.1, 7.5, 8.0, 7.5, 3.5]})
     assert unit_fallback_precisions(frame) == ["fp16"]
     assert unit_fallback_precisions(frame.drop(columns="compute_capability")) == []
+
+
+def test_a_trained_setup_on_a_gpu_unlike_any_it_ran_on_is_flagged_and_widened():
+    from src.features.extrapolation import interval_escalations, setup_gpu_ranges
+
+    setup = {"framework": "pytorch", "precision": "fp16", "mode": "inference", "memory_layout": "nchw",
+             "compile_mode": "tensorrt", "framework_version": "unknown"}
+    # torch2trt's PyTorch + TensorRT fp16 rows: Jetson boards only
+    train = pd.DataFrame([{**setup, "gpu": g, "memory_bandwidth_gbs": bw, "compute_capability": cc}
+                          for g, bw, cc in [("Jetson Nano", 25.6, 5.3), ("Jetson AGX Xavier", 136.5, 7.2)]]
+                         + [{**setup, "compile_mode": "eager", "gpu": "GeForce RTX 4090",
+                             "memory_bandwidth_gbs": 1008.0, "compute_capability": 8.9}])
+    meta = {"training_settings": training_settings(train), "setup_gpu_ranges": setup_gpu_ranges(train)}
+    assert meta["setup_gpu_ranges"][1] == {"setup": ["pytorch", "fp16", "inference", "nchw", "tensorrt"],
+                                           "ranges": {"memory_bandwidth_gbs": [25.6, 136.5],
+                                                      "compute_capability": [5.3, 7.2]}}
+    joined = {c: np.array([v] * 3, dtype=object) for c, v in setup.items()}
+    joined.update({"gpu": np.array(["GeForce RTX 4090", "Jetson Xavier NX", "GeForce RTX 4090"], dtype=object),
+                   "memory_bandwidth_gbs": np.array([1008.0, 59.7, 1008.0]),
+                   "compute_capability": np.array([8.9, 7.2, 8.9])})
+    joined["compile_mode"][2] = "eager"
+    got = extrapolation_reasons(joined, meta).tolist()
+    assert got[0] == ("setup pytorch / fp16 / inference / nchw / tensorrt ran in training only on GPUs with "
+                      "memory_bandwidth_gbs 25.6-136.5 (this GPU: 1008); setup pytorch / fp16 / inference / nchw / "
+                      "tensorrt ran in training only on GPUs with compute_capability 5.3-7.2 (this GPU: 8.9)")
+    # a GPU inside the setup's range, and a setup that ran on this very GPU: not flagged
+    assert got[1] == got[2] == ""
+    assert interval_escalations(joined, meta)["setup"].tolist() == [True, False, False]
+    # a model from before the rule (no ranges in its metadata) flags nothing
+    assert (extrapolation_reasons(joined, {"training_settings": meta["training_settings"]}) == "").all()
