@@ -157,6 +157,26 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def known_cnn(model, a: argparse.Namespace):
+    """The CNN `--model NAME` names when nothing else describes it (no --source, --onnx or numbers) and the model
+    was trained on it: priced by the numbers its training rows carry (`cnn.from_known`), else None (the zoo route,
+    which needs --source, decides). A name in another case or separator is the known CNN (`KnownCnns.resolve`)."""
+    from src.features.served import known_cnns
+    from src.predict import cnn as cnnmod
+
+    if not a.model or a.source or a.onnx or any(v is not None for v in (a.params_m, a.gmacs, a.activations_m)):
+        return None
+    numbers = model.meta.get("known_cnn_numbers") or {}
+    known = known_cnns(model.pipeline) if numbers else None
+    name = known.resolve(a.model, "--model") if known else a.model
+    found = cnnmod.from_known(numbers, name, a.img_size)
+    if found is None and name in numbers:
+        sizes = ", ".join(str(s[0]) for s in numbers[name])
+        raise cnnmod.CnnSpecError(f"--img-size {a.img_size}: the model knows {name!r} only at {sizes} px; give "
+                                  "another size, or the CNN's numbers (--params-m --gmacs --activations-m)")
+    return found
+
+
 def cmd_rank(a: argparse.Namespace) -> int:
     from src.predict import cnn as cnnmod
     from src.predict import report
@@ -174,9 +194,14 @@ def cmd_rank(a: argparse.Namespace) -> int:
     model = load(a.model_uri, a.conformal)
     check_level(model.conformal, a.level)
     t0 = time.perf_counter()
-    feats = cnnmod.describe(a.source, a.model, a.onnx, a.params_m, a.gmacs, a.activations_m, a.img_size)
+    feats = known_cnn(model, a) or cnnmod.describe(a.source, a.model, a.onnx, a.params_m, a.gmacs, a.activations_m,
+                                                    a.img_size)
     # the name the model knows the CNN by (ResNet50 -> resnet50), before its profile is looked up or built
     feats, cnn_notes, _ = resolve_cnn(model, feats)
+    if feats.route == "known":
+        cnn_notes.insert(0, f"CNN {feats.name!r} priced by the numbers of the model's training rows at "
+                            f"{feats.img_size} px: {feats.param_count_m:g} M params, {feats.gmacs:g} GMACs, "
+                            f"{feats.activations_m:g} M activations")
     profile = attach_layer_profile(model.pipeline, feats, a.mode)  # a CNN nobody measured: priced layer by layer
     t_feat = time.perf_counter() - t0
     t0 = time.perf_counter()

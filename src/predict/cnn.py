@@ -61,6 +61,23 @@ def from_explicit(name: str, params_m: float, gmacs: float, activations_m: float
                        float(activations_m), "explicit")
 
 
+def from_known(numbers: dict[str, list[list[float]]], name: str, img_size: int | None) -> CnnFeatures | None:
+    """A CNN the model was trained on, by the numbers its training rows carry (the served metadata's
+    `known_cnn_numbers`: model_key -> [[img_size, params_m, gmacs, activations_m], ...]): `--model resnet50` alone
+    then needs neither the zoo nor the user's numbers. `img_size` None: the size the model has most rows of (the
+    first listed); a size the CNN was not measured at, or a name the model does not know: None."""
+    sizes = numbers.get(name)
+    if not sizes:
+        return None
+    pick = sizes[0] if img_size is None else next((s for s in sizes if int(s[0]) == int(img_size)), None)
+    if pick is None:
+        return None
+    size, params_m, gmacs, activations_m = pick
+    out = from_explicit(name, params_m, gmacs, activations_m, int(size))
+    out.source, out.route = "model", "known"
+    return out
+
+
 def _zoo_inprocess(source: str, model: str, img_size: int | None) -> dict:
     from src.zoo.resolve import build
     from src.zoo.static import static_features
@@ -197,5 +214,7 @@ def describe(args_source: str | None, args_model: str | None, onnx: str | None, 
             raise CnnSpecError(f"ONNX file {onnx!r} not found")
         return from_zoo("onnx", str(Path(onnx).resolve()), img_size)
     if not args_source:
-        raise CnnSpecError("--model needs --source (keras, torchvision, timm)")
+        raise CnnSpecError(f"--model {args_model!r} is not a CNN the model was trained on: give --source (keras, "
+                           "torchvision, timm) to build it, --onnx FILE, or its numbers (--params-m --gmacs "
+                           "--activations-m --img-size)")
     return from_zoo(args_source, args_model, img_size)

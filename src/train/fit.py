@@ -146,6 +146,7 @@ def served_metadata(c: dict, df: pd.DataFrame, ptx: list[str], model: str, train
         "training_settings": training_settings(trained),
         "unit_fallback_precisions": unit_fallback_precisions(trained),
         "setup_gpu_ranges": setup_gpu_ranges(trained),
+        "known_cnn_numbers": known_cnn_numbers(df),
         "numeric_inputs": list(f["numeric_inputs"]),
         "categorical_inputs": list(f["categorical_inputs"]),
         "open_categorical": list(f.get("open_categorical") or []),
@@ -159,6 +160,21 @@ def served_metadata(c: dict, df: pd.DataFrame, ptx: list[str], model: str, train
         "features": f["name"],
         **extra,
     }
+
+
+def known_cnn_numbers(df: pd.DataFrame) -> dict[str, list[list[float]]]:
+    """Per CNN (model_key) of the table, [img_size, param_count_m, gmacs, activations_m] at each input size it was
+    measured at, the size with most rows first (medians over its rows): what `python -m src.predict --model NAME`
+    prices a known CNN by when no numbers are given."""
+    cols = ["model_key", "img_size", "param_count_m", "gmacs", "activations_m"]
+    if any(c not in df.columns for c in cols):
+        return {}
+    g = df[cols].groupby(["model_key", "img_size"], sort=True)
+    table = g.median().join(g.size().rename("rows")).reset_index()
+    table = table.sort_values(["model_key", "rows", "img_size"], ascending=[True, False, True])
+    return {str(k): [[int(r.img_size), round(float(r.param_count_m), 4), round(float(r.gmacs), 4),
+                      round(float(r.activations_m), 4)] for r in part.itertuples()]
+            for k, part in table.groupby("model_key", sort=True)}
 
 
 def served_categories(fitted, categories: dict[str, list[str]], runtimes: list[str]) -> dict[str, list[str]]:

@@ -107,3 +107,27 @@ def test_skipped_gpus_are_printed_with_their_reason(holdout_model, tmp_path, cap
     out = capsys.readouterr().out
     assert "1 GPU record(s) left out" in out
     assert "  GeForce GTX 580: compute capability 2.0 is below 3.0, the oldest the model answers for" in out
+
+
+def test_a_known_cnn_by_its_name_alone_is_priced_by_its_training_rows_numbers(holdout_model, tmp_path, capsys):
+    from src.predict.model import load
+
+    uri = holdout_model["registered"]
+    numbers = load(uri).meta["known_cnn_numbers"]
+    size, params_m, gmacs, activations_m = numbers["resnet50"][0]
+    base = ["--model-uri", uri, "--batch", "1", "32", "--gpus", "GeForce RTX 4090", "A100 PCIe 40 GB",
+            "--out", str(tmp_path)]
+    assert main([*base, "--model", "ResNet50", "--stem", "by_name"]) == 0
+    out = capsys.readouterr().out
+    assert (f"note: CNN 'resnet50' priced by the numbers of the model's training rows at {size} px: {params_m:g} M "
+            f"params, {gmacs:g} GMACs") in out
+    assert main([*base, "--model", "resnet50", "--params-m", str(params_m), "--gmacs", str(gmacs),
+                 "--activations-m", str(activations_m), "--img-size", str(size), "--stem", "by_numbers"]) == 0
+    by_name, given = pd.read_csv(tmp_path / "by_name.csv"), pd.read_csv(tmp_path / "by_numbers.csv")
+    assert by_name["latency_ms"].tolist() == given["latency_ms"].tolist()
+    capsys.readouterr()
+    # a size the model never measured it at, and a name it does not know, say what to give instead
+    assert main([*base, "--model", "resnet50", "--img-size", "999"]) == 2
+    assert f"error: --img-size 999: the model knows 'resnet50' only at {size}" in capsys.readouterr().err
+    assert main([*base, "--model", "my_own_net"]) == 2
+    assert "error: --model 'my_own_net' is not a CNN the model was trained on: give --source" in capsys.readouterr().err
