@@ -3,9 +3,9 @@
 Measured here: (1) static feature extraction once per CNN through the zoo (the route a user takes: in this
 process when the framework imports, else a subprocess in the zoo venv, framework import included; the build +
 count time inside is reported separately), (2) the prediction for n = 1..7 GPUs with a loaded model (median of
-repeats), (3) the model load once. No profiler data exists in this project, so the profiling side is the
-paper's reported range t_p = 314-1037 s per CNN and GPU (nvprof; Metz et al., Table IV, as quoted in our issue 7),
-multiplied by n. Nothing on the profiling side is measured here.
+repeats), (3) the model load once. The profiling side is the paper's reported range t_p = 314-1037 s per CNN
+and GPU (nvprof; Metz et al., Table IV, as quoted in our issue 7), multiplied by n: this benchmark runs without a
+GPU, so nothing on the profiling side is measured here (our own runs' profiling wall time is in data/own/).
 
   python benchmarks/dse_bench.py --model-uri models:/cnnperf-holdout-densenet@champion \
       --cnn keras:DenseNet121 keras:ResNet50 keras:MobileNetV2 [--mlflow]

@@ -5,7 +5,7 @@ Sets (all with the run configuration categoricals of conf/features/static.yaml):
 - static: our static features (params, GMACs, activations, batch, image size) + all GPU specs
 - static_ptx: static + every PTX count column (thread/warp instructions, by class, bytes by space, launches)
 Rows: measurements whose (model_key, img_size, batch_size, compute capability) have PTX counts, so the three
-sets see the same rows. Runs `python -m src.train` (Hydra multirun over the five models, three protocols),
+sets see the same rows. Runs `python -m src.train` (Hydra multirun over the five models, conf/split's protocols),
 logging to MLflow experiment `cnnperf-zoo-ablation`; prints a MAPE/R2 table.
 """
 
