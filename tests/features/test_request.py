@@ -24,7 +24,7 @@ GPUS = ["GeForce RTX 4090", "GeForce RTX 3090"]
     ({"img_size": 4}, "field 'img_size' row 0: 4 is outside the valid range [8, 4096]"),
     ({"param_count_m": 0.0}, "field 'param_count_m' row 0: 0 is outside the valid range [0.0001, 100000]"),
     ({"batch_size": 2.5}, "field 'batch_size' row 0: 2.5 is not a whole number"),
-    ({"gpu": "RTX 4090"}, "unknown GPU 'RTX 4090'; closest known: ['GeForce RTX 4090'"),
+    ({"gpu": "RTX 4080"}, "unknown GPU 'RTX 4080'; closest known: ['GeForce RTX 4090'"),
     ({"gpu": 7}, "field 'gpu' row 0: a GPU name (string) is required, got 7"),
     ({"precision": "int8"}, "field 'precision' row 0: 'int8' is not one of ['amp_fp16', 'fp32']"),
     ({"precision": None}, "field 'precision' row 0: value is missing; one of ['amp_fp16', 'fp32']"),

@@ -9,18 +9,26 @@ GPU_COLS = ["memory_bandwidth_gbs", "fp32_tflops", "tensor_fp16_tflops", "fp64_t
             "tensor_cores", "boost_clock_mhz", "l2_cache_mb", "memory_size_gb", "compute_capability"]
 
 
-def test_resolve_exact_case_and_alias():
+def test_resolve_exact_case_and_the_served_rule():
     assert resolve_name("GeForce RTX 3090") == "GeForce RTX 3090"
     assert resolve_name("geforce rtx 3090") == "GeForce RTX 3090"
-    assert resolve_name("RTX3090") == "GeForce RTX 3090"  # ingest alias table (timm's file naming)
+    # the served request's rule (src/features/request.py GpuNames), not the ingest's source-specific aliases
+    assert resolve_name("NVIDIA GeForce RTX 3090") == "GeForce RTX 3090"
+    assert resolve_name("NVIDIA A100-SXM4-80GB") == "A100 SXM4 80 GB"
+    with pytest.raises(UnknownGPUNameError, match=r"unknown GPU 'RTX3090': ambiguous, 2 GPUs hold its words: "
+                                                  r"\['GeForce RTX 3090', 'GeForce RTX 3090 Ti'\]; send one"):
+        resolve_name("RTX3090")
 
 
 def test_unknown_gpu_message_lists_closest_names():
     with pytest.raises(UnknownGPUNameError) as err:
         resolve_name("RTX 4090")
     msg = str(err.value)
-    assert "unknown GPU 'RTX 4090'" in msg and "Closest known names" in msg
-    assert "'GeForce RTX 4090'" in msg
+    assert msg.startswith("unknown GPU 'RTX 4090': ambiguous, 4 GPUs hold its words: ['GeForce RTX 4090', ")
+    with pytest.raises(UnknownGPUNameError) as err:
+        resolve_name("RTX 4090 Super")
+    assert str(err.value).startswith("unknown GPU 'RTX 4090 Super'; closest known: ['GeForce RTX 4090', ")
+    assert "Use `--gpus all` with filters" in str(err.value)
 
 
 def test_unknown_gpu_typo():
