@@ -26,7 +26,9 @@ Aggregates the learner may use: the shares of kernel time that are compute-, mem
 kernel count, the largest kernel's share, the mean wave efficiency of mac kernels, the share of bytes in
 kernels whose working set fits in L2, and dispatch / kernel time.
 A CNN without a profile at the row's input size is priced from its whole-network numbers (GMACs, parameters,
-activations) as one kernel, with `has_layer_profile` 0 so the learner knows.
+activations), with `has_layer_profile` 0 so the learner knows: its compute time plus `by_numbers_memory_passes` x
+its memory time (an eager CNN alternates compute-bound convolutions with memory-bound pointwise kernels, so the
+two add), or as one roofline kernel at 0.
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ class PhysicsConstants:
     # compile_modes whose NCHW convolutions on tensor cores run cuDNN's NHWC engines between two layout transforms
     # (conf/physics documents the evidence). Empty = none: what models pickled before the key priced.
     layout_transform_runtimes: list = field(default_factory=list)
+    # A CNN without a profile: 0 = the whole-network roofline max(compute, memory) (what models pickled before the
+    # key priced); k > 0 = compute + k x memory (conf/physics documents the choice).
+    by_numbers_memory_passes: float = 0.0
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> PhysicsConstants:
@@ -448,11 +453,15 @@ def price_rows(X: Columns, index: ProfileIndex, constants: PhysicsConstants | No
     if not found.all():
         net = engineer(X.reset_index(drop=True) if isinstance(X, pd.DataFrame) else pd.DataFrame(dict(X)))
         miss = ~found
-        t_kernels[miss] = net["t_roofline_ms"].to_numpy()[miss] * 1e-3
+        passes = float(getattr(constants, "by_numbers_memory_passes", 0.0) or 0.0)
+        t_compute, t_memory = net["t_compute_ms"].to_numpy() * 1e-3, net["t_memory_ms"].to_numpy() * 1e-3
+        whole = np.maximum(t_compute, t_memory) if passes == 0 else t_compute + passes * t_memory
+        t_kernels[miss] = whole[miss]
         gmacs = np.asarray(X["gmacs"], dtype=float)
         ratio = np.where(training, index.kernels_per_gmac("training"), index.kernels_per_gmac("inference"))
         n_kernels[miss] = np.maximum(1.0, ratio[miss] * gmacs[miss])
-        compute_bound[miss] = np.where(net["intensity_over_ridge"].to_numpy()[miss] >= 1, t_kernels[miss], 0.0)
+        compute_bound[miss] = (np.where(net["intensity_over_ridge"].to_numpy()[miss] >= 1, t_kernels[miss], 0.0)
+                               if passes == 0 else t_compute[miss])
         floor_bound[miss] = 0.0
         largest[miss] = t_kernels[miss]
         mac_time[miss] = 0.0

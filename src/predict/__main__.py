@@ -222,7 +222,7 @@ def cmd_rank(a: argparse.Namespace) -> int:
             res.notes.insert(0, note)
     # a framework other than the default names the files too, so two deployments never overwrite each other's
     framework = "" if a.framework == "pytorch" else f"_{a.framework}"
-    stem = a.stem or (f"ranking_{feats.name}{framework}_{a.compile_mode}_{a.precision}_{a.mode}"
+    stem = a.stem or (f"ranking_{feats.name}{framework}_{a.compile_mode}_{a.precision.lower()}_{a.mode}"
                       .replace("/", "_").replace(" ", "_"))
     title = (f"{feats.source}:{feats.name} ({feats.param_count_m:.2f} M params, {feats.gmacs:.3g} GMACs, "
              f"{feats.img_size}px) {a.compile_mode} {a.precision} {a.mode} - model {a.model_uri}")

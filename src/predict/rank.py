@@ -59,18 +59,18 @@ def request_frame(cnn: CnnFeatures, gpus: pd.DataFrame, batch_sizes: list[int], 
 
 
 def resolve_cnn(model: LoadedModel, cnn: CnnFeatures) -> tuple[CnnFeatures, list[str], bool]:
-    """`cnn` under the name the model knows it by (`ResNet50` -> `resnet50`: case and '-'/'_' aside, as the
-    served request's `model_key`, src/features/request.py `KnownCnns`), with notes when renamed or when its GMACs
-    contradict the known CNN's (more than GMACS_TOLERANCE apart: every answer is then flagged in `extrapolation`,
-    as served), and whether they do (such a CNN is neither the known one nor a measured one: its interval is an
-    unseen CNN's); RequestError when the name matches two known CNNs."""
+    """`cnn` under the name the model knows it by (`ResNet50` or `Resnet-50` -> `resnet50`: case and
+    separators aside, as the served request's `model_key`, src/features/request.py `KnownCnns`), with notes when
+    renamed or when its GMACs contradict the known CNN's (more than GMACS_TOLERANCE apart: every answer is then
+    flagged in `extrapolation`, as served), and whether they do (such a CNN is neither the known one nor a measured
+    one: its interval is an unseen CNN's); RequestError when the name matches two known CNNs."""
     known = known_cnns(model.pipeline) if "model_key" in model.meta.get("input_columns", []) else None
     if not known:
         return cnn, [], False
     name = known.resolve(cnn.name, "--model")
     notes = []
     if name != cnn.name:
-        notes.append(f"CNN name {cnn.name!r} is the model's known CNN {name!r} (case and '-'/'_' aside)")
+        notes.append(f"CNN name {cnn.name!r} is the model's known CNN {name!r} (case and separators aside)")
     why = known.contradiction(name, cnn.img_size, cnn.gmacs)
     if why:
         notes.append(f"--{why}; every answer says so in `extrapolation` (give --model another name for a "

@@ -130,6 +130,25 @@ def test_shares_and_unknown_cnn(index):
     assert 1 / 3 < out["t_kernels_ms"].iloc[1] / out["t_kernels_ms"].iloc[0] < 3
 
 
+def test_a_cnn_by_its_numbers_adds_compute_and_memory_passes(index):
+    from src.features.engineer import engineer
+
+    X = rows(["Tesla T4", "GeForce RTX 4090", "GeForce RTX 4090"], model_key="no_such_cnn")
+    X.loc[2, "batch_size"] = 256
+    net = engineer(X)
+    old = price_rows(X, index, PhysicsConstants())  # 0 passes: the roofline max, as pickled models price it
+    new = price_rows(X, index, PhysicsConstants(by_numbers_memory_passes=2.0))
+    assert np.allclose(old["t_kernels_ms"], np.maximum(net["t_compute_ms"], net["t_memory_ms"]))
+    assert np.allclose(new["t_kernels_ms"], net["t_compute_ms"] + 2.0 * net["t_memory_ms"])
+    # the compute share is the compute part; nothing else about the row changes
+    assert np.allclose(new["compute_bound_share"], net["t_compute_ms"] / new["t_kernels_ms"])
+    assert new["n_kernels"].equals(old["n_kernels"]) and (new["has_layer_profile"] == 0).all()
+    # a named CNN's kernels are priced the same either way
+    named = rows(["Tesla T4"], model_key="resnet50")
+    pd.testing.assert_frame_equal(price_rows(named, index, PhysicsConstants()),
+                                  price_rows(named, index, PhysicsConstants(by_numbers_memory_passes=2.0)))
+
+
 def test_cache_pickling_and_missing_columns(index):
     X = rows(["Tesla T4", "GeForce RTX 4090"])
     first = cached_price(X, index, PhysicsConstants())
