@@ -19,6 +19,7 @@ from src.ptx.syntax import (
     PtxSyntaxError,
     Reg,
     Sym,
+    TexAddr,
     Vec,
 )
 
@@ -46,7 +47,9 @@ def regs_in(op) -> list[str]:
             out.extend(regs_in(x))
         return out
     if isinstance(op, Pair):
-        return [op.first.name, op.second.name]
+        return regs_in(op.first) + regs_in(op.second)
+    if isinstance(op, TexAddr):  # texture/surface handle, sampler and coordinates: all read
+        return regs_in(op.handle) + regs_in(op.sampler) + regs_in(op.coords)
     return []
 
 
@@ -133,6 +136,9 @@ def _rename_op(op, regmap, symmap):
         return ArgList(tuple(_rename_op(x, regmap, symmap) for x in op.items))
     if isinstance(op, Pair):
         return Pair(_rename_op(op.first, regmap, symmap), _rename_op(op.second, regmap, symmap))
+    if isinstance(op, TexAddr):
+        return TexAddr(_rename_op(op.handle, regmap, symmap), _rename_op(op.sampler, regmap, symmap),
+                       _rename_op(op.coords, regmap, symmap))
     return op
 
 

@@ -331,6 +331,7 @@ def _special_regs(grid, block, used: set[str], blocks: np.ndarray) -> dict:
         "%tid.x": t % block[0], "%tid.y": (t // block[0]) % block[1], "%tid.z": t // (block[0] * block[1]),
         "%ntid.x": block[0], "%ntid.y": block[1], "%ntid.z": block[2],
         "%nctaid.x": grid[0], "%nctaid.y": grid[1], "%nctaid.z": grid[2],
+        "%tid.w": 0, "%ntid.w": 0, "%ctaid.w": 0, "%nctaid.w": 0,  # PTX ISA: the unused 4th component reads 0
         "%laneid": t % 32, "%warpid": t // 32, "%nwarpid": (T + 31) // 32,
         "%lanemask_eq": np.left_shift(1, t % 32), "%lanemask_lt": np.left_shift(1, t % 32) - 1,
         "%lanemask_le": np.left_shift(1, t % 32 + 1) - 1,

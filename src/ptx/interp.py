@@ -230,7 +230,8 @@ class Interpreter(InstructionBodies):
             regs = {
                 "%tid.x": tx, "%tid.y": ty, "%tid.z": tz, "%ntid.x": b[0], "%ntid.y": b[1], "%ntid.z": b[2],
                 "%ctaid.x": cx, "%ctaid.y": cy, "%ctaid.z": cz, "%nctaid.x": g[0], "%nctaid.y": g[1],
-                "%nctaid.z": g[2], "%laneid": t % 32, "%warpid": t // 32, "%nwarpid": (nthreads + 31) // 32,
+                "%nctaid.z": g[2], "%tid.w": 0, "%ntid.w": 0, "%ctaid.w": 0, "%nctaid.w": 0,  # .w: reads 0 (ISA)
+                "%laneid": t % 32, "%warpid": t // 32, "%nwarpid": (nthreads + 31) // 32,
                 "%smid": 0, "%nsmid": 1, "%gridid": 0, "%lanemask_eq": 1 << (t % 32),
                 "%lanemask_lt": (1 << (t % 32)) - 1, "%lanemask_le": (1 << (t % 32 + 1)) - 1,
                 "%lanemask_gt": (0xFFFFFFFF << (t % 32 + 1)) & 0xFFFFFFFF,
@@ -295,7 +296,7 @@ class Interpreter(InstructionBodies):
         body = self._body(pc, ins, base, mods, tys)
         barrier = base in ("bar", "barrier") and ("sync" in mods or "red" in mods or len(mods) == 0
                                                   or mods == ("aligned",)) and "warp" not in mods
-        group_level = base in ("shfl", "vote", "activemask", "match", "redux")
+        group_level = base in ("shfl", "vote", "activemask", "match", "redux", "elect")
 
         def op_generic(group):
             ex = self.executed

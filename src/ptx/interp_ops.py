@@ -126,6 +126,8 @@ class InstructionBodies:
             return self._mem(ins, base, mods, t)
         if base in ("atom", "red"):
             return self._atom(ins, base, mods, t)
+        if base in ("tex", "tld4", "suld", "sust", "sured"):
+            return self._texture(ins, base)
         if base == "setp":
             return self._setp(ins, mods, tys)
         if base == "selp":
@@ -139,6 +141,8 @@ class InstructionBodies:
             return self._shfl(ins, mods)
         if base == "vote":
             return self._vote(ins, mods)
+        if base == "elect":
+            return self._elect(ins)
         if base == "activemask":
             w = self._writer(ops[0], "b32", ins)
 
@@ -273,6 +277,24 @@ class InstructionBodies:
                 else:
                     w(th, bits)
         return ld
+
+    def _texture(self, ins, base):
+        """Texture and surface memory (CUDA arrays behind object handles) is not simulated: a fetch (tex, tld4,
+        suld) reads 0 into every destination, as unwritten global memory does, with a sparse fetch's residency
+        predicate true; surface stores and reductions (sust, sured) change nothing the kernel can read back."""
+        if base in ("sust", "sured"):
+            return lambda th: None
+        first = ins.operands[0]
+        vals, pred = (first.first, first.second) if isinstance(first, Pair) else (first, None)
+        ws = [self._writer(x, "b32", ins) for x in (vals.items if isinstance(vals, Vec) else (vals,))]
+        wp = self._writer(pred, "pred", ins) if pred is not None else None
+
+        def fetch(th):
+            for w in ws:
+                w(th, 0)
+            if wp:
+                wp(th, 1)
+        return fetch
 
     def _atom(self, ins, base, mods, t):
         ops = ins.operands
@@ -438,6 +460,23 @@ class InstructionBodies:
             for th in run:
                 w(th, r)
         return vote
+
+
+    def _elect(self, ins):
+        """elect.sync d|p, membermask: the leader is the lowest lane executing it whose bit is in membermask; every
+        lane gets its lane number in d, p is true in the leader only."""
+        first = ins.operands[0]
+        wd = self._writer(first.first, "b32", ins)
+        wp = self._writer(first.second, "pred", ins)
+        rm = self._reader(ins.operands[1], "b32", ins)
+
+        def elect(run):
+            lanes = [th.tid % 32 for th in run if rm(th) >> (th.tid % 32) & 1]
+            leader = min(lanes) if lanes else -1
+            for th in run:
+                wd(th, leader & 0xFFFFFFFF)
+                wp(th, 1 if th.tid % 32 == leader else 0)
+        return elect
 
 
 def _round_int(v: float, rnd: str) -> int:

@@ -2,7 +2,8 @@
 
 Classes (one per instruction): integer, fp16, fp32, fp64, fma, special, convert, load.<space>,
 store.<space>, atomic, barrier, warp, tensor, control, other. <space> is global, shared, local,
-param, const or generic (no state space written).
+param, const or generic (no state space written). Texture and surface instructions count as global memory
+accesses (tex, tld4, suld: load.global; sust: store.global; sured: atomic).
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ KNOWN_OPCODES = frozenset(
     """
     abs activemask add addc and applypriority atom createpolicy bar barrier bfe bfi bfind bmsk bra brev brkpt brx call
     clz cnot copysign cos cp cvt cvta discard div dp2a dp4a elect ex2 exit fence fma fns getctarank griddepcontrol
-    isspacep istypeof ld ldmatrix ldu lg2 lop3 mad mad24 madc mapa match max mbarrier membar min mma mov
+    isspacep istypep ld ldmatrix ldu lg2 lop3 mad mad24 madc mapa match max mbarrier membar min mma mov
     movmatrix mul mul24 multimem nanosleep neg not or pmevent popc prefetch prefetchu prmt rcp red redux rem
     ret rsqrt sad selp set setmaxnreg setp shf shfl shl shr sin slct sqrt st stackrestore stacksave stmatrix
     sub subc suld suq sured sust szext tanh testp tex tld4 trap txq vabsdiff vabsdiff2 vabsdiff4 vadd vadd2
     vadd4 vavrg2 vavrg4 vmad vmax vmax2 vmax4 vmin vmin2 vmin4 vote vset vset2 vset4 vshl vshr vsub vsub2
-    vsub4 wgmma wmma xor alloca tcgen05 cp.async st.async red.async clusterlaunchcontrol tensormap
+    vsub4 wgmma wmma xor alloca tcgen05 clusterlaunchcontrol tensormap
     """.split()
 )
 
@@ -43,8 +44,11 @@ _BARRIER = {"bar", "barrier", "membar", "fence", "mbarrier", "griddepcontrol"}
 _WARP = {"shfl", "vote", "match", "redux", "activemask", "elect"}
 _TENSOR = {"mma", "wgmma", "tcgen05"}
 _CONVERT = {"cvt", "cvta"}
-_OTHER = {"createpolicy"}  # makes an opaque L2 cache-policy value for later loads' cache_hint operand
+_OTHER = {"createpolicy", "txq", "suq", "istypep"}  # createpolicy: an opaque L2 cache-policy value for later
+# loads' cache_hint operand; txq/suq/istypep: queries of texture/surface object attributes
 _ATOMIC = {"atom", "red"}
+_TEXTURE = {"tex": "load.global", "tld4": "load.global", "suld": "load.global", "sust": "store.global",
+            "sured": "atomic"}
 _TYPE_RE = re.compile(r"^(?:[subf]\d+|bf16|bf16x2|f16x2|pred|tf32|e4m3|e5m2|e4m3x2|e5m2x2)$")
 
 
@@ -96,6 +100,14 @@ def classify(opcode: str) -> tuple[str, str | None]:
         return key, key
     if base == "cp" and mods[:1] == ("async",):
         return "load.global", None
+    if base in _TEXTURE:
+        # Texture fetches and surface accesses read/write CUDA arrays in global memory (through the texture path):
+        # counted as global loads/stores, surface reductions as atomics, so the classes stay those of ld/st. Bytes
+        # only for the unformatted surface forms (.b: the instruction's type is the element's); a texel's size is
+        # set by the texture object's format, which the PTX does not show.
+        klass = _TEXTURE[base]
+        key = "atomic.global" if klass == "atomic" else klass
+        return klass, key if base[0] == "s" and mods[:1] == ("b",) else None  # not tld4.b (the blue component)
     if base == "wmma":
         if mods[:1] == ("load",):
             key = f"load.{_space(mods)}"

@@ -1,7 +1,8 @@
 """PTX lexer: comment stripping, tokens with line numbers, integer and hex-float literals.
 
 Comments are removed first (keeping newlines, so token line numbers are those of the file); `.loc` and
-`.file` debug lines are dropped here because they end at the line end instead of a ';'.
+`.file` debug lines are dropped here because they end at the line end instead of a ';'. Directive words
+run together (`.reg.b32`) become one token per word.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ _TOKEN_RE = re.compile(
     """,
     re.VERBOSE,
 )
+
+
+# Directive words written without spaces between them, `.reg.b32`, `.visible.entry`, `.param.u64` (ptxas reads them as
+# `.reg .b32`, ...): split into one token per word. Identifiers cannot start with '.', so nothing else has this shape.
+_DOTTED = re.compile(r"(?:\.[A-Za-z_$][A-Za-z0-9_$]*(?:::[A-Za-z0-9_$]+)*){2,}")
 
 
 class Tok:
@@ -98,6 +104,10 @@ def tokenize(text: str, lines: list[str], source: str,
                 pos = len(line_text)  # debug line directives have no ';' and end at the line end
                 break
             first = False
+            if kind == "id" and s[0] == "." and _DOTTED.fullmatch(s):  # `.reg.b32` (inline asm of cuda_bf16.h)
+                for part in s[1:].split("."):
+                    append(Tok("id", "." + part, line_no))
+                continue
             append(Tok(kind, s, line_no))
         if pos != len(line_text):
             raw = lines[line_no - 1] if line_no <= len(lines) else ""

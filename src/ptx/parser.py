@@ -10,23 +10,9 @@ import re
 import struct
 
 from src.ptx.isa import KNOWN_OPCODES
-from src.ptx.lexer import Tok, parse_hex_float, parse_int, strip_comments, tokenize
-from src.ptx.syntax import (
-    Addr,
-    ArgList,
-    FImm,
-    Function,
-    Imm,
-    Instruction,
-    Pair,
-    PtxModule,
-    PtxSyntaxError,
-    Reg,
-    Sink,
-    Sym,
-    Variable,
-    Vec,
-)
+from src.ptx.lexer import Tok, parse_int, strip_comments, tokenize
+from src.ptx.operands import FAST_LINE, FAST_SPLIT, OperandParser, fast_operand, walk
+from src.ptx.syntax import Function, Instruction, PtxModule, PtxSyntaxError, Sym, Variable
 from src.ptx.validate import RegScopes, validate_module
 
 # ---------------------------------------------------------------------------------------------- grammar
@@ -56,40 +42,7 @@ def type_size(ptype: str) -> int:
     return _TYPE_SIZE.get(m.group(1), int(m.group(1)) // 8 or 1)
 
 
-# A plain instruction line: optional guard, opcode, operands that are registers, decimal/hex integers, hex
-# floats, symbols, [reg or symbol (+ decimal offset)] or {vector of registers}. Anything else (labels, directives,
-# pairs, sinks, call argument lists, negated predicates, decimal floats) goes through the tokens.
-_ID = r"[A-Za-z_$%.][A-Za-z0-9_$%.]*"
-_FAST_OPERAND = (rf"%[A-Za-z0-9_$%.]+|0[fF][0-9a-fA-F]{{8}}|0[dD][0-9a-fA-F]{{16}}|-?(?:0[xX][0-9a-fA-F]+|[0-9]+)U?"
-                 rf"|[A-Za-z_$][A-Za-z0-9_$]*|\[\s*{_ID}\s*(?:\+\s*[0-9]+\s*)?\]"
-                 rf"|\{{\s*%[A-Za-z0-9_$%.]+(?:\s*,\s*%[A-Za-z0-9_$%.]+)*\s*\}}")
-_FAST_LINE = re.compile(rf"\s*(?:@(!?)(%[A-Za-z0-9_$%.]+)\s+)?([a-z][a-z0-9_.]*)"
-                        rf"(?:\s+((?:{_FAST_OPERAND})(?:\s*,\s*(?:{_FAST_OPERAND}))*))?\s*;\s*")
-_FAST_SPLIT = re.compile(rf"\s*({_FAST_OPERAND})\s*(?:,|$)")
-_FAST_ADDR = re.compile(rf"\[\s*({_ID})\s*(?:\+\s*([0-9]+)\s*)?\]")
-
-
-def _fast_operand(text: str):
-    """One operand of a line _FAST_LINE matched, as the token parser would build it."""
-    c = text[0]
-    if c == "%":
-        return Reg(text)
-    if c == "[":
-        m = _FAST_ADDR.fullmatch(text)
-        base = m.group(1)
-        return Addr(Reg(base) if base.startswith("%") else Sym(base), int(m.group(2) or 0))
-    if c == "{":
-        return Vec(tuple(Reg(x.strip()) for x in text[1:-1].split(",")))
-    if c == "0" and len(text) > 1 and text[1] in "fFdD":
-        return parse_hex_float(text)
-    if c == "-" or c.isdigit():
-        neg = c == "-"
-        v = parse_int(text[1:] if neg else text)
-        return Imm(-v if neg else v)
-    return Sym(text)
-
-
-class _Parser:
+class _Parser(OperandParser):
     def __init__(self, text: str, source: str, fast: bool = True):
         self.source = source
         self.lines = text.split("\n")
@@ -103,11 +56,11 @@ class _Parser:
 
     def fast_line(self, line_text: str, line_no: int) -> Instruction | None:
         """A plain instruction line parsed in one go (most of TVM's and nvcc's PTX), else None."""
-        m = _FAST_LINE.fullmatch(line_text)
+        m = FAST_LINE.fullmatch(line_text)
         if m is None or m.group(3).split(".", 1)[0] not in KNOWN_OPCODES:
             return None
         ops = m.group(4)
-        operands = tuple(_fast_operand(x) for x in _FAST_SPLIT.findall(ops)) if ops else ()
+        operands = tuple(fast_operand(x) for x in FAST_SPLIT.findall(ops)) if ops else ()
         text = self.lines[line_no - 1] if 0 < line_no <= len(self.lines) else ""
         return Instruction(m.group(3), operands, line_no, text.strip(), m.group(2), m.group(1) == "!")
 
@@ -409,18 +362,42 @@ class _Parser:
             if t.kind == "id" and nt is not None and nt.text == ":" and not s.startswith("%"):
                 self.next()
                 self.next()
-                if s in labels:
+                if s in labels or s in fn.prototypes:
                     raise self.error(f"label {s!r} defined twice", t)
+                d = self.peek()
+                if d is not None and d.text in (".callprototype", ".calltargets"):
+                    fn.prototypes[s] = self.parse_call_signature()
+                    continue
                 labels.add(s)
                 fn.body.append(s)
                 continue
             fn.body.append(self.parse_instruction())
         for x in fn.body:
             if isinstance(x, Instruction) and x.opcode.startswith(("bra", "brx")) and x.base in ("bra", "brx"):
-                for op in _walk(x.operands):
+                for op in walk(x.operands):
                     if isinstance(op, Sym) and op.name not in labels:
                         raise PtxSyntaxError(x.line, self.lines[x.line - 1], f"branch to undefined label "
                                              f"{op.name!r}", self.source)
+
+    def parse_call_signature(self) -> str:
+        """`.callprototype (.param .b32 _) _ (.param .b64 _);` or `.calltargets f, g;` after `label:` (what an indirect
+        `call` names as its last operand); returns the declaration's text. Only inside bodies, as ptxas takes it."""
+        start = self.next()
+        if start.text == ".calltargets":
+            names = [self.next()]
+            while self.accept(","):
+                names.append(self.next())
+            bad = next((x for x in names if x.kind != "id" or x.text.startswith((".", "%"))), None)
+            if bad is not None:
+                raise self.error(f"expected a function name in .calltargets, found {bad.text!r}", bad)
+            self.expect(";")
+            return ".calltargets " + ", ".join(x.text for x in names)
+        rets = self.parse_param_list() if self.peek() is not None and self.peek().text == "(" else []
+        self.expect("_")
+        params = self.parse_param_list() if self.peek() is not None and self.peek().text == "(" else []
+        noreturn = self.accept(".noreturn")
+        self.expect(";")
+        return f".callprototype {_params_text(rets)} _ {_params_text(params)}" + (" .noreturn" if noreturn else "")
 
     def parse_reg_decl(self, fn: Function) -> None:
         self.next()
@@ -486,100 +463,9 @@ class _Parser:
         text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
         return Instruction(opcode, tuple(operands), line, text.strip(), pred, neg)
 
-    def parse_operand(self):
-        t = self.peek()
-        if t is None:
-            raise self.error("operand expected")
-        if t.text == "{":
-            self.next()
-            items = []
-            if not self.accept("}"):
-                while True:
-                    items.append(self.parse_operand())
-                    if self.accept("}"):
-                        break
-                    self.expect(",")
-            return Vec(tuple(items))
-        if t.text == "(":
-            self.next()
-            items = []
-            if not self.accept(")"):
-                while True:
-                    items.append(self.parse_operand())
-                    if self.accept(")"):
-                        break
-                    self.expect(",")
-            return ArgList(tuple(items))
-        if t.text == "[":
-            self.next()
-            base = None
-            offset = 0
-            if self.peek() is not None and self.peek().kind == "id":
-                b = self.next().text
-                base = Reg(b) if b.startswith("%") else Sym(b)
-            elif self.peek() is not None and self.peek().kind == "num":
-                base = Imm(self.int_tok())
-            while self.peek() is not None and self.peek().text in ("+", "-"):
-                sign = -1 if self.next().text == "-" else 1
-                offset += sign * self.int_tok()
-            self.expect("]")
-            if base is None and offset == 0:
-                raise self.error("empty address")
-            return Addr(base, offset)
-        if t.text == "_":
-            self.next()
-            return Sink()
-        if t.text == "!":  # negated predicate source operand
-            self.next()
-            r = self.next()
-            if r.kind != "id":
-                raise self.error("expected a predicate after '!'", r)
-            return Reg("!" + r.text)
-        if t.kind == "float":
-            self.next()
-            return parse_hex_float(t.text)
-        if t.kind == "num" or t.text == "-":
-            neg = self.accept("-")
-            n = self.next()
-            if n.kind == "float":
-                f = parse_hex_float(n.text)
-                return FImm(-f.value, f.double) if neg else f
-            if n.kind != "num":
-                raise self.error(f"expected a number, found {n.text!r}", n)
-            if "." in n.text:
-                v = float(n.text)
-                return FImm(-v if neg else v, True)
-            v = parse_int(n.text)
-            return Imm(-v if neg else v)
-        if t.kind == "id":
-            self.next()
-            if t.text.startswith("%"):
-                r = Reg(t.text)
-                if self.accept("|"):
-                    s = self.next()
-                    if s.kind != "id":
-                        raise self.error("expected a predicate after '|'", s)
-                    return Pair(r, Reg(s.text))
-                return r
-            name = t.text
-            if self.peek() is not None and self.peek().text == "+" and self.peek(1) is not None \
-                    and self.peek(1).kind == "num":
-                self.next()
-                off = self.int_tok()
-                return Addr(Sym(name), off)
-            return Sym(name)
-        raise self.error(f"unexpected token {t.text!r} in operand", t)
 
-
-def _walk(ops):
-    for op in ops:
-        if isinstance(op, Vec | ArgList):
-            yield from _walk(op.items)
-        elif isinstance(op, Pair):
-            yield op.first
-            yield op.second
-        else:
-            yield op
+def _params_text(params: list[tuple[str, str]]) -> str:
+    return "(" + ", ".join(f".param {t} {n}" for n, t in params) + ")"
 
 
 def parse_ptx(text: str, source: str = "<string>", fast: bool = True) -> PtxModule:

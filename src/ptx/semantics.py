@@ -106,15 +106,6 @@ class Evaluator:
         ops = ins.operands
         unknown = Unknown(f"line {ins.line}: {ins.text}")
 
-        def dst_regs(op):
-            if isinstance(op, Reg):
-                return [op.name]
-            if isinstance(op, Pair):
-                return [op.first.name, op.second.name]
-            if isinstance(op, Vec):
-                return [x.name for x in op.items if isinstance(x, Reg)]
-            return []
-
         if base == "st" and "param" in mods:
             a = ops[0]
             if isinstance(a, Addr) and isinstance(a.base, Sym) and not isinstance(ops[1], Vec):
@@ -187,8 +178,9 @@ class Evaluator:
         ra, rb = self.operand(ops[1], t, ins, lazy), self.operand(ops[2], t, ins, lazy)
         rc = self.operand(ops[3], "pred", ins) if bool_op and len(ops) > 3 else None
         first = ops[0]
-        dp = first.first.name if isinstance(first, Pair) else first.name
-        dq = first.second.name if isinstance(first, Pair) else None
+        p, q = (first.first, first.second) if isinstance(first, Pair) else (first, None)
+        dp = p.name if isinstance(p, Reg | Sym) else None  # None: `_|%p` / `%p|_` discard that half
+        dq = q.name if isinstance(q, Reg) else None
         fl = is_float(t)
 
         def setp(R):
@@ -196,7 +188,7 @@ class Evaluator:
             c = rc(R) if rc else None
             for x in (a, b, c):
                 if isinstance(x, Unknown):
-                    return [(dp, x)] + ([(dq, x)] if dq else [])
+                    return [(d, x) for d in (dp, dq) if d]
             r = None
             if type(a) is Aff or type(b) is Aff:
                 r = aff_compare(cmp_op, a, b)
@@ -213,7 +205,7 @@ class Evaluator:
                     r, nr = r | c, nr | c
                 else:
                     r, nr = r ^ c, nr ^ c
-            out = [(dp, store_as(r, "pred"))]
+            out = [(dp, store_as(r, "pred"))] if dp else []
             if dq:
                 out.append((dq, store_as(nr, "pred")))
             return out

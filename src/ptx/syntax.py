@@ -49,16 +49,28 @@ class Addr:
 
 
 @dataclass(frozen=True)
+class TexAddr:
+    """`[handle, {coords}]` or `[handle, sampler, {coords}]`: the memory operand of tex, tld4, suld, sust, sured
+    (and of the .tensor bulk copies, whose handle is a tensor map). The handle and sampler are a register
+    (.b64 object handle) or a .texref/.surfref/.samplerref variable; the coordinates a vector or one register."""
+
+    handle: Reg | Sym
+    sampler: Reg | Sym | None
+    coords: Vec | Reg
+
+
+@dataclass(frozen=True)
 class Vec:
     items: tuple
 
 
 @dataclass(frozen=True)
 class Pair:
-    """`%r10|%p2`: a value and a predicate written by one instruction (shfl.sync, setp with two outputs)."""
+    """`%r10|%p2`: a value and a predicate written by one instruction (shfl.sync, setp with two outputs, elect.sync,
+    a sparse texture fetch `{%f1, %f2, %f3, %f4}|%p1`). Either half may be a sink `_` (`_|%p1`), not both."""
 
-    first: Reg
-    second: Reg
+    first: Reg | Sink | Vec
+    second: Reg | Sink
 
 
 @dataclass(frozen=True)
@@ -73,7 +85,7 @@ class ArgList:
     items: tuple
 
 
-Operand = Reg | Imm | FImm | Sym | Addr | Vec | Pair | Sink | ArgList
+Operand = Reg | Imm | FImm | Sym | Addr | TexAddr | Vec | Pair | Sink | ArgList
 
 
 # ------------------------------------------------------------------------------------- program structure
@@ -117,6 +129,9 @@ class Function:
     regs: dict[str, str] = field(default_factory=dict)  # register name -> type
     reg_ranges: dict[str, tuple[int, str]] = field(default_factory=dict)  # '%r' -> (count, type) of %r<N>
     local_vars: dict[str, Variable] = field(default_factory=dict)
+    # `name: .callprototype ...` declarations (the signature of an indirect `call ..., %rd, (...), name`): name ->
+    # the declaration's text after `.callprototype`; recorded only, cfg.py does not inline indirect calls
+    prototypes: dict[str, str] = field(default_factory=dict)
     directives: dict[str, tuple[int, ...]] = field(default_factory=dict)  # .reqntid, .maxntid, ...
     line: int = 0
     defined: bool = True

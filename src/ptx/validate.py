@@ -9,10 +9,11 @@ register is a line-numbered PtxSyntaxError instead of a value "not known from th
   vector `{...}`, an address `[...]`) of the form the modifiers select (validate_forms.form_of): mma, mma.sp
   (also .block_scale), wmma.load/store/mma, ldmatrix/stmatrix (with the vector's length), cp.async,
   cp.async.bulk (not .tensor), cp.async.bulk.prefetch (not .tensor), cp.reduce.async.bulk (not .tensor), the
-  cp.async/cp.async.bulk groups, mbarrier.*, wgmma.*, txq. Not counted: tex, tld4, suld, sust, sured (the parser
-  does not read their `[tex, {coords}]` operand), the .tensor bulk copies (same operand), tcgen05, multimem,
-  tensormap, clusterlaunchcontrol, fence, the video instructions (vadd, vset, ...), and the vector lengths of
-  mma/wmma/wgmma fragments (a table per shape and type);
+  cp.async/cp.async.bulk groups, mbarrier.*, wgmma.*, txq. Not counted: tex, tld4, suld, sust, sured (but their
+  `[handle, {coords}]` operand, a TexAddr, must be at its place and appears nowhere else), the .tensor bulk copies
+  (same operand), tcgen05, multimem, tensormap, clusterlaunchcontrol, fence, the video instructions (vadd, vset,
+  ...), and the vector lengths of mma/wmma/wgmma fragments (a table per shape and type); elect and istypep write a
+  predicate (`d|p` or `_|p` for elect), shfl's value cannot be discarded (`_|p`);
 * destination types (validate_forms.fits): a register declared too narrow, too wide or of the wrong kind for
   the instruction type (`add.f64 %f1` with %f1 .f32, `ld.global.u64` into a .b32, a .pred destination of add),
   after the PTX ISA's type-checking rules, which let ld, ldu and cvt write wider registers; a `d|p` pair's
@@ -24,9 +25,10 @@ register is a line-numbered PtxSyntaxError instead of a value "not known from th
   meaning depends on a type must have one (`setp.ge` alone is rejected);
 * setp/set: exactly one known comparison operator, no unknown modifier;
 * registers: every `%name` is declared by a `.reg` of its function (the `%r<N>` form declares %r0..%r(N-1)),
-  is a register parameter of the function, or is a special register (`%tid.x`, `%laneid`, ...); special
+  is a register parameter of the function, or is a special register (`%tid.x`, `%laneid`, `%tid.w`, ...); special
   registers are read-only; guard predicates and setp destinations are declared `.pred` registers;
-* symbols used as data (`[name+8]`, `mov.u64 %rd1, name`) are parameters, variables or functions in scope;
+* symbols used as data (`[name+8]`, `mov.u64 %rd1, name`) are parameters, variables or functions in scope; an
+  indirect call (through a register) names a `.callprototype`/`.calltargets` label of its function;
 * integer immediates fit in 64 bits.
 
 Duplicate `.reg` declarations in one scope are rejected by the parser itself (it knows the scopes).
@@ -48,6 +50,7 @@ from src.ptx.syntax import (
     Reg,
     Sink,
     Sym,
+    TexAddr,
     Vec,
 )
 from src.ptx.validate_forms import Form, dest_type, fits, form_of
@@ -71,7 +74,7 @@ _OPERANDS: dict[str, tuple[int, int]] = {
     "bar": (0, 4), "barrier": (0, 4), "membar": (0, 0), "prefetch": (1, 1), "prefetchu": (1, 1),
     "nanosleep": (1, 1), "movmatrix": (2, 2), "getctarank": (2, 2), "mapa": (3, 3), "discard": (2, 2),
     "applypriority": (2, 2), "griddepcontrol": (0, 0), "setmaxnreg": (1, 1), "stacksave": (1, 1),
-    "stackrestore": (1, 1), "suq": (2, 2), "alloca": (2, 3), "pmevent": (1, 1),
+    "stackrestore": (1, 1), "suq": (2, 2), "alloca": (2, 3), "pmevent": (1, 1), "istypep": (2, 2),
 }
 # Families of _OPERANDS that write no register (all others write their first operand).
 _NO_DEST = frozenset({"st", "red", "bra", "ret", "exit", "trap", "brkpt", "bar", "barrier", "membar", "prefetch",
@@ -84,6 +87,8 @@ _NEEDS_TYPE = frozenset(
     "selp slct fns min max bfi lop3 setp set cvt ld st atom red shfl vote activemask".split())
 # The memory operand of loads, stores and atomics (index into the operands) must be an address `[...]`.
 _ADDRESS_AT = {"ld": 1, "ldu": 1, "st": 0, "atom": 1, "red": 0, "discard": 0, "applypriority": 0, "suq": 1}
+# The `[handle, {coords}]` operand of texture and surface instructions (ptxas: "Arguments mismatch" without it).
+_TEX_ADDRESS_AT = {"tex": 1, "tld4": 1, "suld": 1, "sust": 0, "sured": 0}
 _SETP_MODS = CMP_OPS | {"and", "or", "xor", "ftz"}
 
 # `.b1`..`.f64`: a modifier of this shape is a type; these are the widths PTX has for each letter.
@@ -93,6 +98,9 @@ _HAS_TYPE = re.compile(r"[bsuf]\d+(?:x\d+)?|bf16(?:x2)?|pred|tf32|u?e\dm\d(?:x\d
 
 _SPECIAL_VECTORS = frozenset({"%tid", "%ntid", "%ctaid", "%nctaid", "%clusterid", "%nclusterid", "%cluster_ctaid",
                               "%cluster_nctaid"})
+# Vectors whose fourth component `.w` the PTX ISA defines ("unused and always returns zero"; both engines read 0).
+# ptxas also takes .w of the cluster vectors, which neither engine models: rejected.
+_ZERO_W = frozenset({"%tid", "%ntid", "%ctaid", "%nctaid"})
 _SPECIAL_SCALAR = re.compile(
     r"%(?:laneid|warpid|nwarpid|smid|nsmid|gridid|lanemask_(?:eq|le|lt|ge|gt)|clock|clock_hi|clock64|pm[0-7]"
     r"|pm[0-7]_64|envreg(?:[0-9]|[12][0-9]|3[01])|globaltimer|globaltimer_lo|globaltimer_hi|total_smem_size"
@@ -131,16 +139,20 @@ class RegDecls:
         m = _INDEXED.fullmatch(name)
         return name in self.vectors or (m is not None and m.group(1) in self.vectors)
 
+    def types(self, name: str) -> set[str]:
+        """The types `name` is declared with anywhere in the module."""
+        types = set(self.plain.get(name, ()))
+        m = _INDEXED.fullmatch(name)
+        if m is not None:
+            k = int(m.group(2))
+            types.update(t for t, n in self.ranges.get(m.group(1), {}).items() if k < n)
+        return types
+
     def only(self, name: str, rtype: str) -> bool:
         """Whether every declaration of `name` in the module has type `rtype` and none is a vector."""
         ok = self.only_cache.get((name, rtype))
         if ok is None:
-            types = set(self.plain.get(name, ()))
-            m = _INDEXED.fullmatch(name)
-            if m is not None:
-                k = int(m.group(2))
-                types.update(t for t, n in self.ranges.get(m.group(1), {}).items() if k < n)
-            ok = self.only_cache[name, rtype] = types <= {rtype} and not self.is_vector(name)
+            ok = self.only_cache[name, rtype] = self.types(name) <= {rtype} and not self.is_vector(name)
         return ok
 
 
@@ -149,12 +161,13 @@ def _count(lo: int, hi: int) -> str:
 
 
 def is_special_register(name: str) -> bool:
-    """A predefined read-only register: %tid, %tid.x .. %tid.z (and the other vectors), %laneid, %clock, ..."""
+    """A predefined read-only register: %tid, %tid.x .. %tid.z (and the other vectors; %tid.w .. %nctaid.w, which
+    read 0), %laneid, %clock, ..."""
     if name in _SPECIAL_VECTORS:
         return True
     base, dot, comp = name.partition(".")
     if dot:
-        return base in _SPECIAL_VECTORS and comp in ("x", "y", "z")
+        return base in _SPECIAL_VECTORS and (comp in ("x", "y", "z") or comp == "w" and base in _ZERO_W)
     return _SPECIAL_SCALAR.fullmatch(name) is not None
 
 
@@ -220,7 +233,8 @@ class _FunctionChecker:
     def check_pred(self, ins: Instruction, name: str, what: str) -> None:
         self.check_reg(ins, name)
         t = self.reg_type(name.lstrip("!"))
-        if t != ".pred":
+        # the parser keeps one type per name: `p` declared .pred in one inline-asm scope and .b16 in another is taken
+        if t != ".pred" and ".pred" not in self.decls.types(name.lstrip("!")):
             raise self.error(ins, f"{what} {name} is not a predicate register "
                                   f"({'declared ' + t if t else 'a special register'})")
 
@@ -228,8 +242,10 @@ class _FunctionChecker:
         if isinstance(op, Reg):
             self.check_reg(ins, op.name, dest)
         elif isinstance(op, Pair):
-            self.check_reg(ins, op.first.name, dest)
-            self.check_reg(ins, op.second.name, dest)
+            self.check_operand(ins, op.first, dest)
+            self.check_operand(ins, op.second, dest)
+        elif isinstance(op, TexAddr):
+            self.check_tex_address(ins, op)
         elif isinstance(op, Vec | ArgList):
             for x in op.items:
                 self.check_operand(ins, x, dest)
@@ -241,8 +257,7 @@ class _FunctionChecker:
             elif isinstance(op.base, Imm):
                 self.check_imm(ins, op.base.value)
         elif isinstance(op, Sym):
-            if op.name != "_":  # `_` is a sink (the fast parser path reads it as a symbol)
-                self.check_symbol(ins, op.name)
+            self.check_symbol(ins, op.name)
         elif isinstance(op, Imm):
             self.check_imm(ins, op.value)
 
@@ -277,7 +292,7 @@ class _FunctionChecker:
     def check_dest_register(self, ins: Instruction, name: str) -> None:
         d = ins.operands[0] if ins.operands else None
         if d is not None and not isinstance(d, Reg | Pair | Vec | Sink) and not (
-                isinstance(d, Sym) and (d.name in self.regs or d.name == "_")):  # registers may be named without %
+                isinstance(d, Sym) and d.name in self.regs):  # registers may be named without %
             raise self.error(ins, f"the destination of {name} must be a register")
 
     def is_vector_reg(self, op) -> bool:
@@ -328,6 +343,30 @@ class _FunctionChecker:
                 raise self.error(ins, f"destination {x.name} is declared {rt}, which cannot take the .{ins_type} "
                                       f"result of {ins.opcode}")
 
+    def check_tex_address(self, ins: Instruction, op: TexAddr) -> None:
+        """A texture address `[handle, {...}]` only where the opcode takes one (its handle, sampler, coordinates)."""
+        at = _TEX_ADDRESS_AT.get(ins.base)
+        if ins.base != "cp" and (at is None or len(ins.operands) <= at or ins.operands[at] is not op):
+            raise self.error(ins, "a texture address [handle, {coordinates}] is an operand of tex, tld4, suld, "
+                                  "sust, sured and the .tensor copies only")
+        for x in (op.handle, op.sampler):
+            if isinstance(x, Reg):
+                self.check_reg(ins, x.name)
+            elif isinstance(x, Sym):
+                self.check_symbol(ins, x.name)
+        self.check_operand(ins, op.coords)
+
+    def check_indirect_call(self, ins: Instruction) -> None:
+        """`call (ret), %rd, (args), proto;`: the last operand is a `.callprototype`/`.calltargets` label of the
+        function (ptxas: "Unknown symbol" otherwise)."""
+        ops = ins.operands
+        k = 1 if ops and isinstance(ops[0], ArgList) else 0
+        if len(ops) > k and isinstance(ops[k], Reg):
+            last = ops[-1]
+            if not isinstance(last, Sym) or last.name not in self.fn.prototypes:
+                raise self.error(ins, "an indirect call needs a .callprototype or .calltargets label of its "
+                                      "function as its last operand")
+
     def check(self, ins: Instruction) -> None:
         base, ops = ins.base, ins.operands
         if ins.opcode not in self.good_opcodes:
@@ -344,13 +383,25 @@ class _FunctionChecker:
             at = _ADDRESS_AT.get(base)
             if at is not None and not isinstance(ops[at], Addr):
                 raise self.error(ins, f"operand {at + 1} of {base} must be an address [...]")
+            if base == "elect" and not (isinstance(ops[0], Pair) and isinstance(ops[0].second, Reg)):
+                raise self.error(ins, "elect needs a predicate destination: d|p or _|p")  # ptxas: same
+            if base == "shfl" and isinstance(ops[0], Pair) and isinstance(ops[0].first, Sink):
+                raise self.error(ins, "the value of shfl cannot be discarded (_|p)")  # ptxas: same
+            if base == "istypep" and isinstance(ops[0], Reg):
+                self.check_pred(ins, ops[0].name, "the destination of istypep")
         else:
             form = form_of(base, ins.mods, ops)
             if form is not None:
                 self.check_form(ins, form)
                 writes = form.dest
+        at = _TEX_ADDRESS_AT.get(base)
+        if at is not None and (len(ops) <= at or not isinstance(ops[at], TexAddr)):
+            raise self.error(ins, f"operand {at + 1} of {base} must be a texture or surface address "
+                                  "[handle, {coordinates}]")
         if ins.pred is not None:
             self.check_pred(ins, ins.pred, "guard")
+        if base == "call":
+            self.check_indirect_call(ins)
         if base in ("bra", "brx", "call"):  # labels and callees are checked by the parser and cfg.py
             for op in ops:
                 for x in op.items if isinstance(op, ArgList) else (op,):
@@ -366,7 +417,7 @@ class _FunctionChecker:
             for r in (first.first, first.second) if isinstance(first, Pair) else (first,):
                 if isinstance(r, Reg):
                     self.check_pred(ins, r.name, "setp destination")
-        elif isinstance(first, Pair):  # shfl, lop3, elect, ...: `d|p`
+        elif isinstance(first, Pair) and isinstance(first.second, Reg):  # shfl, lop3, elect, tex, ...: `d|p`
             self.check_pred(ins, first.second.name, f"the predicate destination of {base}")
         self.check_dest_type(ins)
 

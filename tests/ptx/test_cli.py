@@ -106,7 +106,7 @@ def test_grid_beyond_cuda_limits_is_rejected_at_once(grid, limit):
 @pytest.mark.parametrize(
     ("old", "new", "fragment"),
     [("ld.param.u32 \t%r2, [vector_add_param_3];", "ld.param.u32 \t%r2, [vector_add_param_9];", "unknown parameter"),
-     ("mov.u32 \t%r3, %ctaid.x;", "mov.u32 \t%r3, %ctaid.w;", "unknown special register"),
+     ("mov.u32 \t%r3, %ctaid.x;", "mov.u32 \t%r3, %ctaid.q;", "unknown special register"),
      ("setp.ge.s32 \t%p1, %r1, %r2;", "setp.ge.s32 \t%p1, %r1;", "setp takes 3 to 4 operands"),
      ("// .globl\tvector_add", "/* .globl\tvector_add", "unterminated /* comment")],
 )

@@ -46,7 +46,8 @@ CASES = [
     (LDP, "ld.param.u32 \t%r2, vector_add_param_3;", "operand 2 of ld must be an address"),
     # defect 4: reported as a data-dependent branch ("use policy=bounds")
     (LDP, "ld.param.u32 \t%r2, [vector_add_param_9];", "unknown parameter or variable 'vector_add_param_9'"),
-    (CTAID, "mov.u32 \t%r3, %ctaid.w;", "unknown special register %ctaid.w"),
+    (CTAID, "mov.u32 \t%r3, %ctaid.q;", "unknown special register %ctaid.q"),  # ptxas: unknown vector selector
+    (CTAID, "mov.u32 \t%r3, %clusterid.w;", "unknown special register %clusterid.w"),  # ptxas: ok; see _ZERO_W
     (CTAID, "mov.u32 \t%r3, %foo.x;", "unknown special register %foo.x"),
     (BRA, "@%p7 bra \t$L__BB0_2;", "register %p7 is outside its declaration %p<2>"),
     (SETP, "setp.ge.s32 \t%p1, %r1, %r99;", "register %r99 is outside its declaration %r<6>"),
