@@ -94,6 +94,8 @@ _SETP_MODS = CMP_OPS | {"and", "or", "xor", "ftz"}
 # `.b1`..`.f64`: a modifier of this shape is a type; these are the widths PTX has for each letter.
 _TYPE_SHAPE = re.compile(r"([bsuf])(\d+)")
 _TYPE_WIDTHS = {"b": {1, 8, 16, 32, 64, 128}, "s": {4, 8, 16, 32, 64}, "u": {4, 8, 16, 32, 64}, "f": {16, 32, 64}}
+# Opcodes that name a destination type and a source type (cvt.s32.f32, set.eq.u32.f32, slct.u32.s32).
+_TWO_TYPES = frozenset({"cvt", "set", "slct"})
 _HAS_TYPE = re.compile(r"[bsuf]\d+(?:x\d+)?|bf16(?:x2)?|pred|tf32|u?e\dm\d(?:x\d+)?")
 
 _SPECIAL_VECTORS = frozenset({"%tid", "%ntid", "%ctaid", "%nctaid", "%clusterid", "%nclusterid", "%cluster_ctaid",
@@ -280,6 +282,9 @@ class _FunctionChecker:
                 raise self.error(ins, f"unknown type .{m}")
         if base in _NEEDS_TYPE and not any(_HAS_TYPE.fullmatch(m) for m in mods):
             raise self.error(ins, f"{ins.opcode} needs a type (.s32, .f32, ...)")
+        if base in _TWO_TYPES and sum(1 for m in mods if _HAS_TYPE.fullmatch(m)) < 2:
+            # ptxas: "Unexpected instruction types specified for 'cvt'"; the engines index both types
+            raise self.error(ins, f"{ins.opcode} needs a destination and a source type (e.g. {base}.s32.f32)")
         if base in ("setp", "set"):
             cmps = [m for m in mods if m in CMP_OPS]
             bad = [m for m in mods if m not in _SETP_MODS and not _HAS_TYPE.fullmatch(m)]

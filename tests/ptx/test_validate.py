@@ -344,6 +344,9 @@ FORM_CASES = [
     (MMA, "{%f1, %f2, %f3, %f4}, {%r14, %r15}, {%r4};", "mma takes 4 operands, found 3"),
     ("cvt.u32.u64 \t%r23, %rd1;", "cvt.u64.u32 \t%r23, %r2;",
      "destination %r23 is declared .b32, which cannot take the .u64 result of cvt.u64.u32"),
+    # one type where cvt names two (ptxas: "Unexpected instruction types"; the interpreter crashed on it)
+    ("cvt.u32.u64 \t%r23, %rd1;", "cvt.rn.u32 \t%r23, %rd1;",
+     "cvt.rn.u32 needs a destination and a source type (e.g. cvt.s32.f32)"),
 ]
 FORM_OK = [  # other forms PTX allows (ptxas accepts them)
     (WMMA_A, "{%r2, %r3, %r4, %r5, %r6, %r7, %r8, %r9}, [%rd6];"),  # the stride is optional
