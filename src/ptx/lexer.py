@@ -115,16 +115,26 @@ def tokenize(text: str, lines: list[str], source: str,
     return toks
 
 
+class BadLiteral(ValueError):
+    """A number token that is no PTX integer (`068`: a leading 0 is octal). The callers know the line and turn it
+    into a PtxSyntaxError."""
+
+
 def parse_int(s: str) -> int:
-    """Integer literal: decimal, 0x hex, 0b binary or leading-0 octal, with an optional U suffix."""
+    """Integer literal: decimal, 0x hex, 0b binary or leading-0 octal, with an optional U suffix; BadLiteral if it
+    is none of them."""
+    text = s
     s = s.rstrip("U")
-    if s[:2] in ("0x", "0X"):
-        return int(s[2:], 16)
-    if s[:2] in ("0b", "0B"):
-        return int(s[2:], 2)
-    if len(s) > 1 and s.startswith("0") and s.isdigit():
-        return int(s, 8)
-    return int(s)
+    try:
+        if s[:2] in ("0x", "0X"):
+            return int(s[2:], 16)
+        if s[:2] in ("0b", "0B"):
+            return int(s[2:], 2)
+        if len(s) > 1 and s.startswith("0") and s.isdigit():
+            return int(s, 8)
+        return int(s)
+    except ValueError:
+        raise BadLiteral(f"invalid integer literal {text!r}") from None
 
 
 def parse_hex_float(s: str) -> FImm:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from src.ptx.lexer import parse_hex_float, parse_int
+from src.ptx.lexer import BadLiteral, parse_hex_float, parse_int
 from src.ptx.syntax import Addr, ArgList, FImm, Imm, Pair, Reg, Sink, Sym, TexAddr, Vec
 
 # A plain instruction line: optional guard, opcode, operands that are registers, decimal/hex integers, hex
@@ -112,7 +112,10 @@ class OperandParser:
             if "." in n.text:
                 v = float(n.text)
                 return FImm(-v if neg else v, True)
-            v = parse_int(n.text)
+            try:
+                v = parse_int(n.text)
+            except BadLiteral as exc:
+                raise self.error(str(exc), n) from None
             return Imm(-v if neg else v)
         if t.kind == "id":
             self.next()

@@ -10,7 +10,7 @@ import re
 import struct
 
 from src.ptx.isa import KNOWN_OPCODES
-from src.ptx.lexer import Tok, parse_int, strip_comments, tokenize
+from src.ptx.lexer import BadLiteral, Tok, parse_int, strip_comments, tokenize
 from src.ptx.operands import FAST_LINE, FAST_SPLIT, OperandParser, fast_operand, walk
 from src.ptx.syntax import Function, Instruction, PtxModule, PtxSyntaxError, Sym, Variable
 from src.ptx.validate import RegScopes, validate_module
@@ -60,7 +60,11 @@ class _Parser(OperandParser):
         if m is None or m.group(3).split(".", 1)[0] not in KNOWN_OPCODES:
             return None
         ops = m.group(4)
-        operands = tuple(fast_operand(x) for x in FAST_SPLIT.findall(ops)) if ops else ()
+        try:
+            operands = tuple(fast_operand(x) for x in FAST_SPLIT.findall(ops)) if ops else ()
+        except BadLiteral:
+            return None  # the token parser reports it, on this line
+
         text = self.lines[line_no - 1] if 0 < line_no <= len(self.lines) else ""
         return Instruction(m.group(3), operands, line_no, text.strip(), m.group(2), m.group(1) == "!")
 
@@ -110,7 +114,10 @@ class _Parser(OperandParser):
         if t.kind != "num" or "." in t.text:
             self.i -= 1
             raise self.error(f"expected an integer, found {t.text!r}", t)
-        v = parse_int(t.text)
+        try:
+            v = parse_int(t.text)
+        except BadLiteral as exc:
+            raise self.error(str(exc), t) from None
         return -v if neg else v
 
     def skip_braces(self) -> None:

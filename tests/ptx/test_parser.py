@@ -299,3 +299,14 @@ def test_strip_comments_matches_the_reference_loop(text):
     from src.ptx.lexer import strip_comments
 
     assert strip_comments(text) == _strip_comments_reference(text)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "tokens"])
+def test_an_invalid_octal_literal_is_a_line_numbered_error(fast):
+    # found by the random corruptions above: `068` (a leading 0 is octal) raised a bare ValueError
+    lines = _BASE.split("\n")
+    k = next(i for i, line in enumerate(lines) if "mov.u32" in line and "%ctaid.x" in line)
+    lines.insert(k + 1, "\tadd.s32 \t%r1, %r1, 068;")
+    with pytest.raises(PtxSyntaxError, match=r"invalid integer literal '068'") as exc:
+        parse_ptx("\n".join(lines), "octal.ptx", fast=fast)
+    assert exc.value.line_no == k + 2
