@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from src.ptx import parse_ptx
+from src.ptx import PtxSyntaxError, parse_ptx
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PTX_FILES = sorted(FIXTURES.glob("*.ptx"))
@@ -44,3 +44,22 @@ def edit(text: str, old: str, new: str) -> tuple[str, int]:
     assert text.count(old) == 1, old
     i = text.index(old)
     return text[:i] + new + text[i + len(old):], text.count("\n", 0, i) + 1
+
+
+def header(target: str) -> str:
+    """The module header nvcc 13 writes (`.version 9.0`), for kernels inlined in tests."""
+    return f".version 9.0\n.target {target}\n.address_size 64\n"
+
+
+def rejected_at(text: str, old: str, new: str, fragment: str, fast: bool = True,
+                name: str = "bad.ptx") -> PtxSyntaxError:
+    """Parse `text` with its one `old` replaced by `new` and check the error: a PtxSyntaxError whose message holds
+    `fragment`, on the edited line, named `name:line:` (returned for further checks)."""
+    text, line = edit(text, old, new)
+    with pytest.raises(PtxSyntaxError) as ei:
+        parse_ptx(text, name, fast=fast)
+    err = ei.value
+    assert fragment in err.message, str(err)
+    assert err.line_no == line and str(err).startswith(f"{name}:{line}: "), str(err)
+    assert err.line_text == text.split("\n")[line - 1]
+    return err

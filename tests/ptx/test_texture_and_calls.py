@@ -36,10 +36,9 @@ from src.ptx import PtxSyntaxError, count_launch, interpret, parse_ptx
 from src.ptx.cfg import PtxUnsupportedError, build_program
 from src.ptx.syntax import ArgList, Pair, Reg, Sym, TexAddr, Vec
 
-from .conftest import edit
+from .conftest import edit, header, rejected_at
 
-HEADER = ".version 9.0\n.target {}\n.address_size 64\n"
-TEX_PTX = HEADER.format("sm_80") + """
+TEX_PTX = header("sm_80") + """
 .visible .entry _Z8tex_copyyyPfi(
     .param .u64 _Z8tex_copyyyPfi_param_0,
     .param .u64 _Z8tex_copyyyPfi_param_1,
@@ -113,7 +112,7 @@ $L__BB0_2:
 }
 """  # nvcc 13.0 -arch=sm_80 -O3, tex_small.cu below
 
-INDIRECT_PTX = HEADER.format("sm_80") + """
+INDIRECT_PTX = header("sm_80") + """
 .func  (.param .b32 func_retval0) _Z5twicei
 (
     .param .b32 _Z5twicei_param_0
@@ -244,10 +243,7 @@ BAD_TEX = [  # ptxas 13.0 rejects each: "Arguments mismatch", else "syntax error
 @pytest.mark.parametrize(("old", "new", "fragment"), BAD_TEX, ids=[c[1] for c in BAD_TEX])
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "tokens"])
 def test_malformed_texture_operands_are_rejected(old, new, fragment, fast):
-    text, line = edit(TEX_PTX, old, new)
-    with pytest.raises(PtxSyntaxError) as ei:
-        parse_ptx(text, "bad.ptx", fast=fast)
-    assert fragment in ei.value.message and ei.value.line_no == line, str(ei.value)
+    rejected_at(TEX_PTX, old, new, fragment, fast)
 
 
 # ------------------------------------------------------------------------------------------- indirect calls

@@ -13,7 +13,7 @@ import pytest
 
 from src.ptx import PtxSyntaxError, parse_ptx
 
-from .conftest import O3, edit, vector_add_ptx
+from .conftest import O3, edit, rejected_at, vector_add_ptx
 
 SETP = "setp.ge.s32 \t%p1, %r1, %r2;"
 MAD = "mad.lo.s32 \t%r1, %r3, %r4, %r5;"
@@ -57,13 +57,7 @@ CASES = [
 @pytest.mark.parametrize(("old", "new", "fragment"), CASES, ids=[c[1] for c in CASES])
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "tokens"])
 def test_malformed_instruction_is_a_line_numbered_syntax_error(old, new, fragment, fast):
-    text, line = edit(vector_add_ptx(), old, new)
-    with pytest.raises(PtxSyntaxError) as ei:
-        parse_ptx(text, "va.ptx", fast=fast)
-    err = ei.value
-    assert fragment in err.message, str(err)
-    assert err.line_no == line and str(err).startswith(f"va.ptx:{line}: ")
-    assert err.line_text == text.split("\n")[line - 1]
+    rejected_at(vector_add_ptx(), old, new, fragment, fast, "va.ptx")
 
 
 def test_duplicate_register_declaration_in_one_scope():
@@ -155,11 +149,7 @@ DEST_OK = [  # legal under the same rules: ld/cvt may write wider registers, .bN
 
 @pytest.mark.parametrize(("old", "new", "fragment"), DEST_CASES, ids=[c[1] for c in DEST_CASES])
 def test_destination_register_that_cannot_take_the_result(old, new, fragment):
-    text, line = edit(vector_add_ptx(), old, new)
-    with pytest.raises(PtxSyntaxError) as ei:
-        parse_ptx(text, "va.ptx")
-    assert fragment in ei.value.message, str(ei.value)
-    assert ei.value.line_no == line
+    rejected_at(vector_add_ptx(), old, new, fragment, name="va.ptx")
 
 
 @pytest.mark.parametrize(("old", "new"), DEST_OK, ids=[c[1] for c in DEST_OK])
@@ -374,8 +364,4 @@ def test_a_vector_register_is_a_vector_operand():
 @pytest.mark.parametrize(("old", "new", "fragment"), FORM_CASES, ids=[c[1] for c in FORM_CASES])
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "tokens"])
 def test_multi_form_instruction_with_wrong_operands(old, new, fragment, fast):
-    text, line = edit(FORMS_PTX, old, new)
-    with pytest.raises(PtxSyntaxError) as ei:
-        parse_ptx(text, "forms.ptx", fast=fast)
-    assert fragment in ei.value.message, str(ei.value)
-    assert ei.value.line_no == line and str(ei.value).startswith(f"forms.ptx:{line}: ")
+    rejected_at(FORMS_PTX, old, new, fragment, fast, "forms.ptx")
