@@ -17,6 +17,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.pipeline import Pipeline
 
+from .batch_monotone import monotone_in_batch
 from .engineer import BYTES_PER_ELEMENT, HALF_PRECISIONS, _strings
 from .mape_point import mape_optimal_shift
 
@@ -26,7 +27,8 @@ UNSEEN_COLUMNS = ("compile_mode", "precision")
 #: What the unseen-kind fallback answers (`fallback_point`): the median training efficiency, or its MAPE point.
 FALLBACK_POINTS = ("median", "mape")
 #: Constructor parameters added after models were registered, with the value that answers as those models did.
-PICKLE_DEFAULTS = {"point_shift": 0.0, "fallback_point": "median", "by_numbers_learner": False}
+PICKLE_DEFAULTS = {"point_shift": 0.0, "fallback_point": "median", "by_numbers_learner": False,
+                   "batch_monotone": False}
 # The CNN name of a training row priced as a CNN described by its numbers only: in no kernel profile or PTX table.
 BY_NUMBERS = "<described by its numbers>"
 
@@ -108,6 +110,14 @@ def profile_indexes(model) -> list:
     return list(found.values())
 
 
+def predict_point(model, X: pd.DataFrame) -> np.ndarray:
+    """Each row's answer on its own: the model's `predict_point` where it has one (without the batch rule of
+    `batch_monotone`), else its `predict`. What tuning and permutation importance score: the rule reads every
+    configuration over 13 batch sizes, which would multiply their cost by up to 14, and they judge the learner."""
+    point = getattr(model, "predict_point", None)
+    return point(X) if callable(point) else model.predict(X)
+
+
 class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
     """Fits `regressor` (a features + estimator Pipeline) on log(y / t_physics); predicts exp(f(X)) * t_physics.
 
@@ -137,11 +147,15 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
     numbers, and answer with it the rows that have no layer profile (a CNN outside the zoo). Why: a share of
     by-numbers rows in the one learner bends the correction the named CNNs get (leave_arch_out 47.9 -> 76.7 % at
     0.1), while a learner of their own leaves every named row's answer as it was.
+
+    `batch_monotone`: answers never fall as the batch grows: per configuration, the answers over the powers of two
+    1 ... 4096 are replaced by their isotonic fit (src/features/batch_monotone.py). `predict_point` is the answer
+    without it (what tuning and permutation importance score: the learner itself).
     """
 
     def __init__(self, regressor: Pipeline, unseen_fallback: bool = False, by_numbers_share: float = 0.0,
                  random_state: int = 0, by_numbers_learner: bool = False, point_shift: float = 0.0,
-                 fallback_point: str = "median"):
+                 fallback_point: str = "median", batch_monotone: bool = False):
         self.regressor = regressor
         self.unseen_fallback = unseen_fallback
         self.by_numbers_share = by_numbers_share
@@ -149,6 +163,7 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         self.by_numbers_learner = by_numbers_learner
         self.point_shift = point_shift
         self.fallback_point = fallback_point
+        self.batch_monotone = batch_monotone
 
     def by_numbers(self, X: pd.DataFrame) -> pd.DataFrame:
         """X with a seeded `by_numbers_share` of its rows renamed `BY_NUMBERS` (X itself when the share is 0)."""
@@ -292,17 +307,38 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         return out
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:
+        self._check_learner_free(X)  # on the rows asked for, before the batch rule multiplies them
+        if not getattr(self, "batch_monotone", False):
+            return self.predict_point(X)
+        # the rule answers every configuration at 13 batch sizes: through the array replay of the Pipeline (the
+        # served path, same arithmetic) where the model has its shape, at about half the generic path's cost
+        from .fast_pipeline import compile_pipeline
+
+        fast = compile_pipeline(self) if getattr(self, "learner_fitted_", True) else None
+        if fast is None:
+            return monotone_in_batch(self.predict_point, X)
+        return fast.predict({c: X[c].to_numpy() for c in X.columns})
+
+    def predict_point(self, X: pd.DataFrame) -> np.ndarray:
+        """Each row's answer on its own (without the batch rule of `batch_monotone`)."""
         if getattr(self, "learner_fitted_", True):
             physics = perf_step(self.regressor_).physics_frame(X)
             out = np.exp(self.correction(X, self.regressor_.predict(X))) * physics["t_physics_ms"].to_numpy(float)
             route = self.by_numbers_rows(physics)
             if route.any():
-                out[route] = self.by_numbers_view().predict(X.iloc[np.flatnonzero(route)].assign(model_key=BY_NUMBERS))
+                out[route] = self.by_numbers_view().predict_point(
+                    X.iloc[np.flatnonzero(route)].assign(model_key=BY_NUMBERS))
             return out
+        self._check_learner_free(X)
+        return np.exp(np.full(len(X), self.fallback_log_efficiency())) * self.baseline_ms(X)
+
+    def _check_learner_free(self, X: pd.DataFrame) -> None:
+        """A model fitted without its learner answers only rows the fallback answers; others are refused, counted."""
+        if getattr(self, "learner_fitted_", True):
+            return
         masks = self.unseen(X)
         learned = ~np.logical_or.reduce(list(masks.values())) if masks else np.ones(len(X), dtype=bool)
         if learned.any():
             raise ValueError(f"this model was fitted without its learner (fit_without_learner), but "
                              f"{int(learned.sum())} of {len(X)} rows have a runtime and precision class that "
                              f"training rows had ({self.seen_kinds_}): refit it with fit()")
-        return np.exp(np.full(len(X), self.fallback_log_efficiency())) * self.baseline_ms(X)

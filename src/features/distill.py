@@ -101,10 +101,10 @@ class DistilledBaselineRegressor(PhysicsBaselineRegressor):
     def __init__(self, regressor, teacher=None, synthetic_blocks: Sequence[Sequence[str]] = (),
                  synthetic_copies: int = 3, unseen_fallback: bool = False, by_numbers_share: float = 0.0,
                  random_state: int = 0, by_numbers_learner: bool = False, synthetic_donors: str = "rows",
-                 point_shift: float = 0.0, fallback_point: str = "median"):
+                 point_shift: float = 0.0, fallback_point: str = "median", batch_monotone: bool = False):
         super().__init__(regressor, unseen_fallback=unseen_fallback, by_numbers_share=by_numbers_share,
                          random_state=random_state, by_numbers_learner=by_numbers_learner, point_shift=point_shift,
-                         fallback_point=fallback_point)
+                         fallback_point=fallback_point, batch_monotone=batch_monotone)
         self.teacher = teacher
         self.synthetic_blocks = synthetic_blocks
         self.synthetic_copies = synthetic_copies

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .batch_monotone import monotone_in_batch
 from .engineer import factorize
 
 log = logging.getLogger("cnnperf.serve")
@@ -139,6 +140,12 @@ class FastPipeline:
 
     def predict(self, X: Mapping[str, Any]) -> np.ndarray:
         """Predictions for the raw input columns of the Pipeline (request + GPU specs), as pipeline.predict."""
+        if getattr(self.baseline_model, "batch_monotone", False):
+            return monotone_in_batch(self.predict_point, X)
+        return self.predict_point(X)
+
+    def predict_point(self, X: Mapping[str, Any]) -> np.ndarray:
+        """Each row's answer on its own, as the model's `predict_point` (without its batch rule)."""
         sink: dict = {}
         num, cats = self.perf.transform_arrays(X, physics_sink=sink if self.kind == "baseline" else None)
         z = num[:, self.num_idx]
@@ -163,7 +170,7 @@ class FastPipeline:
 
                     sub = {c: np.asarray(v)[route] for c, v in X.items()}
                     sub["model_key"] = np.full(int(route.sum()), BY_NUMBERS, dtype=object)
-                    out[route] = self.by_numbers_fast.predict(sub)
+                    out[route] = self.by_numbers_fast.predict_point(sub)
             return out
         if self.kind == "log":
             if self.inverse is None:

@@ -106,7 +106,11 @@ def build_model(model_cfg: dict, feat_cfg: dict, ptx_features: list[str], params
                   "by_numbers_share": float(target_cfg.get("by_numbers_share") or 0.0),
                   "random_state": int(target_cfg.get("by_numbers_seed") or 0),
                   # the point the unseen-kind fallback answers follows `target.point` (src/train/point.py)
-                  "fallback_point": str(target_cfg.get("point") or "median")}
+                  "fallback_point": str(target_cfg.get("point") or "median"),
+                  # answers that never fall as the batch grows (src/features/batch_monotone.py), unless the model's
+                  # own config turns the rule off (conf/model/knn.yaml: what it costs there)
+                  "batch_monotone": bool(target_cfg.get("batch_monotone")) and bool(model_cfg.get("batch_monotone",
+                                                                                                    True))}
         if not distill:
             return PhysicsBaselineRegressor(**common)
         if teacher is None:

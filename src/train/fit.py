@@ -79,8 +79,10 @@ def make_model(c: dict, params: dict | None = None, ptx: list[str] | None = None
         tcfg = model_config(c, name)
         if tcfg.get("distill"):
             raise ValueError(f"model {mcfg['name']}: its teacher {name} is itself distilled")
+        # the teacher labels rows one by one (its answers are the tree's targets): no batch rule, which the
+        # distilled model applies to its own answers
         teacher = build_model(tcfg, c["features"], list(ptx or []), dict(tcfg.get("warm_start") or {}),
-                              target_cfg=c["target"], physics=profile_index(c),
+                              target_cfg={**c["target"], "batch_monotone": False}, physics=profile_index(c),
                               physics_constants=c.get("physics"), ptx=index)
     return build_model(mcfg, c["features"], list(ptx or []), chosen, target_cfg=c["target"],
                        physics=profile_index(c), physics_constants=c.get("physics"), ptx=index, teacher=teacher)

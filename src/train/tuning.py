@@ -23,6 +23,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from src.features.baseline import predict_point
 from src.train import shared
 from src.train.estimators import suggest
 from src.train.metrics import mape
@@ -50,7 +51,7 @@ def cv_mape(make_model: Callable[[dict], object], params: dict, X: pd.DataFrame,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model.fit(X.iloc[tr], y[tr])
-        pred = model.predict(X.iloc[va])
+        pred = predict_point(model, X.iloc[va])
         score = mape(y[va], pred) if np.all(np.isfinite(pred)) else math.inf
         scores.append(score)
         if math.isfinite(score) and np.all(pred > 0) and np.all(y[va] > 0):

@@ -12,6 +12,7 @@ from sklearn.base import clone
 
 from src.config import compose
 from src.features.baseline import BY_NUMBERS
+from src.features.batch_monotone import monotone_in_batch
 from src.features.engineer import input_columns
 from src.features.fast_pipeline import FastPipeline
 from src.train.fit import fit_model, ptx_columns
@@ -119,14 +120,32 @@ def test_a_model_pickled_before_its_newer_parameters_clones_and_answers_as_befor
 
     _, df, cols, model, X = fitted
     old = copy.copy(model)
-    for name in ("point_shift", "fallback_point", "fallback_log_efficiency_"):
+    for name in ("point_shift", "fallback_point", "fallback_log_efficiency_", "batch_monotone"):
         old.__dict__.pop(name)
     back = pickle.loads(pickle.dumps(old))
-    assert back.point_shift == 0.0 and back.fallback_point == "median"
+    assert back.point_shift == 0.0 and back.fallback_point == "median" and back.batch_monotone is False
     assert clone(back).get_params()["fallback_point"] == "median"
     pred = back.predict(X)
     np.testing.assert_allclose(pred[[1, 3]], np.exp(model.median_log_efficiency_) * model.baseline_ms(X)[[1, 3]],
                                rtol=1e-12)
+
+
+def test_answers_never_fall_as_the_batch_grows_in_the_generic_and_the_served_path(fitted):
+    """`target.batch_monotone` (on by default): the answers over a batch sweep are the isotonic rule applied to
+    the model's own per-row answers (`predict_point`), in `predict` and in the served fast path alike."""
+    c, df, cols, model, _ = fitted
+    assert c["target"]["batch_monotone"] is True and model.batch_monotone is True
+    batches = [1, 2, 3, 4, 8, 12, 16, 32, 64, 100, 256, 1024]
+    sweep = pd.concat([df[cols].iloc[[0]]] * len(batches), ignore_index=True).assign(batch_size=batches)
+    pred = model.predict(sweep)
+    assert (np.diff(pred) >= 0).all()
+    np.testing.assert_allclose(pred, monotone_in_batch(model.predict_point, sweep), rtol=1e-12)
+    fast = FastPipeline(model)
+    arrays = {col: sweep[col].to_numpy() for col in cols}
+    np.testing.assert_allclose(fast.predict(arrays), pred, rtol=1e-12)
+    np.testing.assert_allclose(fast.predict_point(arrays), model.predict_point(sweep), rtol=1e-12)
+    off = copy.copy(model).set_params(batch_monotone=False)
+    np.testing.assert_allclose(off.predict(sweep), model.predict_point(sweep), rtol=1e-12)
 
 
 def test_fallback_off_keeps_the_learned_correction(fitted):

@@ -113,3 +113,18 @@ def test_a_precision_the_gpu_has_no_units_for_is_answered_and_flagged(served):
             "on such a GPU" in out["extrapolation"].iloc[0])
     assert meta["unit_fallback_precisions"] == []
     assert "tensor cores" not in out["extrapolation"].iloc[1]
+
+
+def test_a_batch_sweep_never_falls_and_a_row_asked_alone_gets_its_sweep_answer(served):
+    """The served answer for one configuration is non-decreasing in the batch (target.batch_monotone), through the
+    served replay as through the generic path, and does not depend on the other rows of the request."""
+    fitted, gpus, meta = served
+    assert fitted.batch_monotone is True
+    batches = [1, 2, 3, 8, 12, 16, 24, 32, 64, 96, 256, 1000, 4096, 5000]
+    sweep = pd.DataFrame([{**ROW, "batch_size": b} for b in batches]
+                         + [{**ROW, "gpu": "Tesla T4", "batch_size": b} for b in batches])
+    for fast in (True, None):
+        out = ServedModel(fitted, gpus, meta, fast=fast).predict(sweep)["latency_ms"].to_numpy()
+        assert (np.diff(out[: len(batches)]) >= 0).all() and (np.diff(out[len(batches):]) >= 0).all()
+        alone = ServedModel(fitted, gpus, meta, fast=fast).predict(pd.DataFrame([{**ROW, "batch_size": 24}]))
+        assert alone["latency_ms"].iloc[0] == pytest.approx(out[batches.index(24)], rel=1e-12)
