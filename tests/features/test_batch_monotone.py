@@ -81,3 +81,14 @@ def test_configurations_are_rows_equal_in_all_but_the_batch():
                       "batch_size": [1, 8, 1, 1]})
     ids = configuration_ids(X)
     assert ids[0] == ids[1] and len({ids[0], ids[2], ids[3]}) == 3
+
+
+def test_another_configurations_large_batch_does_not_change_an_answer():
+    """A configuration's grid reaches 4096 or its own largest batch: a row of another configuration at 8192 in the
+    same call leaves its answers as they are; its own row at 8192 extends its grid and stays monotone."""
+    own = frame([12, 256, 4096])
+    alone = monotone_in_batch(wavy, own)
+    mixed = pd.concat([own, frame([8192], "B")], ignore_index=True)
+    np.testing.assert_array_equal(monotone_in_batch(wavy, mixed)[:3], alone)
+    longer = monotone_in_batch(wavy, frame([12, 256, 4096, 8192]))
+    assert (np.diff(longer) >= 0).all()
