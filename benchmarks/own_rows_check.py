@@ -15,12 +15,14 @@ Usage:
   python benchmarks/own_rows_check.py --registered --tag before
   python benchmarks/own_rows_check.py --pipeline --tag after
   python benchmarks/own_rows_check.py --registered --gpus "H100 SXM5 80 GB" --tag h100_before
+  python benchmarks/own_rows_check.py --registered --ids sweep_infer_bs2_128,train_fp32_amp_bs64 --tag sweep_before
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -56,9 +58,11 @@ def breakdown(frame: pd.DataFrame, column: str) -> dict:
     }
 
 
-def own_rows(source: str, gpus: list[str] | None = None) -> pd.DataFrame:
+def own_rows(source: str, gpus: list[str] | None = None, ids: list[str] | None = None) -> pd.DataFrame:
     data = pd.read_parquet(ROOT / "data" / "processed" / "dataset.parquet")
     keep = data["source"] == source
+    if ids:
+        keep &= data["measurement_id"].str.contains("|".join(map(re.escape, ids)))
     if gpus:
         unknown = sorted(set(gpus) - set(data.loc[keep, "gpu"]))
         if unknown:
@@ -67,7 +71,8 @@ def own_rows(source: str, gpus: list[str] | None = None) -> pd.DataFrame:
         keep &= data["gpu"].isin(gpus)
     rows = data[keep].reset_index(drop=True).rename(columns={"target": "latency_ms"})
     if rows.empty:
-        raise SystemExit(f"no rows of source {source!r} in data/processed/dataset.parquet: run `dvc repro features`")
+        raise SystemExit(f"no rows of source {source!r} (measurement ids containing {ids or 'anything'}) in "
+                         "data/processed/dataset.parquet: run `dvc repro features`")
     return rows
 
 
@@ -134,10 +139,12 @@ def main() -> int:
     parser.add_argument("--models", default="models:/cnnperf-best@champion,models:/cnnperf-dt@champion")
     parser.add_argument("--source", default="own")
     parser.add_argument("--gpus", default="", help="only these GPUs' rows (comma-separated canonical names)")
+    parser.add_argument("--ids", default="", help="only rows whose measurement_id contains one of these "
+                        "(comma-separated), e.g. a campaign's file stem")
     parser.add_argument("--tag", required=True)
     parser.add_argument("--tracking-uri", default=f"sqlite:///{ROOT / 'mlflow.db'}")
     args = parser.parse_args()
-    rows = own_rows(args.source, [g for g in args.gpus.split(",") if g])
+    rows = own_rows(args.source, [g for g in args.gpus.split(",") if g], [i for i in args.ids.split(",") if i])
     if args.registered:
         results, table = registered(rows, args.models.split(","), args.tracking_uri)
     else:

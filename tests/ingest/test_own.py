@@ -87,3 +87,24 @@ def test_h200_compile_triples_ingest_with_their_runtime():
     assert 1.2 < over_compile.median() < 1.8 and over_graphs.median() > 2.5 * over_compile.median()
     both = t[["torch_compile", "cuda_graphs"]].dropna()
     assert len(both) == 40 and (both["torch_compile"] > both["cuda_graphs"]).all()
+
+
+def test_h200_batch_sweep_shows_the_host_bound_plateau_and_pure_fp16_equal_to_amp():
+    """The committed 2026-11-30 H200 run: 21 CNNs at batch 2, 8, 32 and 128 in fp32, AMP fp16 and pure fp16, and
+    training steps at batch 64. Eager inference stays on the host's plateau up to batch 8 (where AMP's per-op casts
+    make it slower than fp32) and is tensor-core bound by batch 128 (AMP faster than fp32); pure fp16 costs what
+    AMP costs at every batch."""
+    sweep = ingest_committed("data/own/h200_20261130_sweep_infer_bs2_128_*.csv")
+    assert len(sweep) == 260 and set(sweep["gpu"]) == {"H200 SXM 141 GB"} and sweep["model_key"].nunique() == 21
+    assert set(sweep["batch_size"]) == {2, 8, 32, 128} and set(sweep["compile_mode"]) == {"eager"}
+    assert sweep.groupby("precision").size().to_dict() == {"amp_fp16": 88, "fp16": 84, "fp32": 88}
+    t = sweep.groupby(["model_key", "batch_size", "precision"])["latency_ms"].median().unstack()
+    at = {b: t.xs(b, level="batch_size") for b in (2, 8, 32, 128)}
+    assert 0.9 < (at[8]["fp32"] / at[2]["fp32"]).median() < 1.15  # the plateau: four times the work, same time
+    assert (at[2]["amp_fp16"] / at[2]["fp32"]).median() > 1.1
+    faster = at[128]["amp_fp16"] / at[128]["fp32"]
+    assert faster.median() < 0.8 and (faster < 1).mean() > 0.85
+    for b in (2, 8, 32, 128):
+        assert 0.95 < (at[b]["fp16"] / at[b]["amp_fp16"]).median() < 1.05, b
+    train = ingest_committed("data/own/h200_20261130_train_*.csv")
+    assert len(train) == 13 and set(train["mode"]) == {"training"} and set(train["batch_size"]) == {64}
