@@ -23,7 +23,11 @@ BYTES_PER_ELEMENT = {"fp32": 4.0, "fp64": 8.0, "fp16": 2.0, "bf16": 2.0, "amp_fp
 HALF_PRECISIONS = {"fp16", "bf16", "amp_fp16", "amp_bf16"}
 # Counts that may be zero get log1p instead of log.
 LOG1P_COLUMNS = {"tensor_cores"}
-NO_LOG_COLUMNS = {"compute_capability", "framework_release", "tf32_conv_default", "ptx_counted"}
+NO_LOG_COLUMNS = {"compute_capability", "framework_release", "tf32_conv_default", "ptx_counted", "autocast"}
+# Mixed precision by the precision it computes in: with `PerfFeatures.autocast_flag` the learner sees amp_fp16 as
+# fp16 plus an `autocast` flag, so pure and mixed half precision share what they have in common (the same tensor
+# cores, the same element size) and differ only where the flag earns a split.
+AUTOCAST_PRECISIONS = {"amp_fp16": "fp16", "amp_bf16": "bf16"}
 # 1 where the CNN's PTX counts were looked up, 0 where imputed from GMACs (a CNN the zoo never counted).
 PTX_COUNTED = "ptx_counted"
 EPS = 1e-12
@@ -197,7 +201,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
     def __init__(self, numeric_inputs=(), categorical_inputs=(), gpu_features=(), ptx_features=(),
                  engineered: bool = True, release_column: str | None = None, physics=None,
                  physics_constants: dict | None = None, spec_features: bool | list = True, ptx=None,
-                 release_number: bool = True, cnn_offset: float | None = None):
+                 release_number: bool = True, cnn_offset: float | None = None, autocast_flag: bool = False):
         self.numeric_inputs = numeric_inputs
         self.categorical_inputs = categorical_inputs
         self.gpu_features = gpu_features
@@ -220,6 +224,9 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         self.ptx = ptx
         # Pseudo-rows of the CNN's offset on other GPUs (src/features/cnn_offset.py); None: no offset features.
         self.cnn_offset = cnn_offset
+        # True: the precision one-hot names the compute precision (amp_fp16 -> fp16) and a numeric `autocast`
+        # flag says mixed (AUTOCAST_PRECISIONS).
+        self.autocast_flag = autocast_flag
 
     def fit(self, X: pd.DataFrame, y=None):
         self.n_features_in_ = X.shape[1]
@@ -254,6 +261,9 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
 
     def _offset_shrink(self) -> float | None:
         return getattr(self, "cnn_offset", None)  # models pickled before the option: none
+
+    def _autocast(self) -> bool:
+        return bool(getattr(self, "autocast_flag", False)) and "precision" in self.categorical_inputs
 
     def offset_arrays(self, X: Columns) -> list[np.ndarray]:
         """The CNN's offset on other GPUs (needs a fit with the target)."""
@@ -296,6 +306,7 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         names += [PTX_COUNTED] if self._ptx_index() is not None else []
         names += ENGINEERED if self.engineered else []
         names += self.release_feature_names()
+        names += ["autocast"] if self._autocast() else []
         names += self._offset_names()
         return names + (self._physics_names() if self.physics is not None else [])
 
@@ -362,6 +373,9 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
             rel = self.release_arrays(X)
             blocks += [rel[c] for c in self.release_feature_names()]
             tf32 = rel["tf32_conv_default"] > 0
+        precision = _strings(X["precision"]) if self._autocast() else None
+        if precision is not None:
+            blocks.append(np.isin(precision, list(AUTOCAST_PRECISIONS)).astype(float))
         if self._offset_names():
             blocks += self.offset_arrays(X)
         if self.physics is not None:
@@ -379,6 +393,8 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         if (kinds == "log1p").any():
             num[:, kinds == "log1p"] = np.log1p(np.clip(num[:, kinds == "log1p"], 0.0, None))
         cats = {c: _strings(X[c]) for c in self.encoded_categoricals()}
+        if precision is not None:
+            cats["precision"] = np.array([AUTOCAST_PRECISIONS.get(p, p) for p in precision.tolist()], dtype=object)
         return num, cats
 
     def transform(self, X: pd.DataFrame) -> pd.DataFrame:
@@ -386,6 +402,8 @@ class PerfFeatures(BaseEstimator, TransformerMixin):
         names = self.get_feature_names_out()
         out = {str(name): num[:, j] for j, name in enumerate(names[:num.shape[1]])}
         out.update({c: X[c].astype(str).to_numpy() for c in cats})
+        if self._autocast():
+            out["precision"] = np.asarray(cats["precision"], dtype=object)
         return pd.DataFrame(out, index=X.index)
 
     def get_feature_names_out(self, input_features=None):
@@ -416,6 +434,7 @@ def make_preprocessor(feat_cfg: dict, ptx_features: list[str], scale: bool, phys
         spec_features=_spec_features(feat_cfg.get("spec_features", True)),
         ptx=ptx,
         cnn_offset=feat_cfg.get("cnn_offset"),
+        autocast_flag=bool(feat_cfg.get("autocast_flag", False)),
     )
     if ptx_features and ptx is None:
         raise ValueError(f"features={feat_cfg.get('name')} uses PTX counts but no PTX index was given "

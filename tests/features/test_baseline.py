@@ -70,6 +70,23 @@ def test_the_served_fast_path_applies_the_same_rule(fitted):
     np.testing.assert_allclose(fast, model.predict(X), rtol=1e-12)
 
 
+def test_the_fast_path_follows_the_autocast_flag(tmp_path):
+    """features.autocast_flag: the served replay encodes precision as the generic path does (amp_fp16 -> fp16 plus
+    the flag), and a pure fp16 request shares what amp_fp16 taught."""
+    ov = tiny.overrides(tmp_path)
+    c = OmegaConf.to_container(compose(ov + ["model=dt", "model.distill=null", "features.autocast_flag=true"]),
+                               resolve=True)
+    df = pd.read_parquet(c["data"]["dataset"])
+    cols = input_columns(c["features"], ptx_columns(c, df))
+    model = fit_model(c, df)
+    X = pd.concat([df[cols].iloc[:3]] * 3, ignore_index=True)
+    X["precision"] = ["fp32"] * 3 + ["amp_fp16"] * 3 + ["fp16"] * 3
+    fast = FastPipeline(model).predict({col: X[col].to_numpy() for col in cols})
+    np.testing.assert_allclose(fast, model.predict(X), rtol=1e-12)
+    assert "autocast" in model.regressor_.named_steps["features"].get_feature_names_out()
+    assert "precision" not in model.unseen(X)  # fp16 is the 16-bit class amp_fp16 taught
+
+
 def test_point_shift_moves_the_learned_rows_only_and_the_fast_path_follows(fitted):
     _, _, cols, model, X = fitted
     assert model.point_shift == 0.0  # fit_model sets none: training does (src/train/run.py)

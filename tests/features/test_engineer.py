@@ -260,13 +260,17 @@ def test_old_models_pickled_before_the_rewrite_still_transform():
     state = {k: v for k, v in pickle.loads(pickle.dumps(pf)).__dict__.items()}
     assert set(state) == {"numeric_inputs", "categorical_inputs", "gpu_features", "ptx_features", "engineered",
                           "release_column", "physics", "physics_constants", "spec_features", "ptx", "n_features_in_",
-                          "release_by_framework_", "release_median_", "release_number", "cnn_offset"}
+                          "release_by_framework_", "release_median_", "release_number", "cnn_offset",
+                          "autocast_flag"}
     pd.testing.assert_frame_equal(pf.transform(X), _old_transform(pf, X), check_exact=True)
     old = pickle.loads(pickle.dumps(pf))
     del old.__dict__["release_number"]  # pickled before the option: the release stays a number
     assert old.release_feature_names() == ["framework_release", "tf32_conv_default"]
     pd.testing.assert_frame_equal(old.transform(X), pf.transform(X), check_exact=True)
     del old.__dict__["cnn_offset"]  # pickled before the CNN offset: no offset features
+    assert old.numeric_names() == pf.numeric_names()
+    pd.testing.assert_frame_equal(old.transform(X), pf.transform(X), check_exact=True)
+    del old.__dict__["autocast_flag"]  # pickled before the autocast flag: precision as named
     assert old.numeric_names() == pf.numeric_names()
     pd.testing.assert_frame_equal(old.transform(X), pf.transform(X), check_exact=True)
 
@@ -284,6 +288,23 @@ def test_release_one_hot_keeps_tf32_and_encodes_the_version():
     assert "framework_release" not in out.columns and "framework_version" in pf.encoded_categoricals()
     assert out["tf32_conv_default"].tolist() == [0.0, 1.0]  # PyTorch enables TF32 convolutions from 1.7
     assert out["framework_version"].tolist() == ["1.6", "2.1"]
+
+
+def test_autocast_flag_names_the_compute_precision_and_flags_mixed():
+    """autocast_flag: amp_fp16 reaches the one-hot as fp16 (and amp_bf16 as bf16) with a numeric `autocast` flag,
+    so pure and mixed half precision share a category; off, the precision passes through as named."""
+    cats = ["precision", "mode"]
+    X = pd.DataFrame([row(p) for p in ("fp32", "amp_fp16", "fp16", "amp_bf16")])
+    on = PerfFeatures(["batch_size"], cats, ["memory_bandwidth_gbs"], autocast_flag=True).fit(X)
+    out = on.transform(X)
+    assert out["precision"].tolist() == ["fp32", "fp16", "fp16", "bf16"]
+    assert out["autocast"].tolist() == [0.0, 1.0, 0.0, 1.0]
+    assert list(on.get_feature_names_out()) == list(out.columns) and "autocast" in on.numeric_names()
+    num, arrays = on.transform_arrays(X)  # the served fast path reads the same arrays
+    assert arrays["precision"].tolist() == out["precision"].tolist()
+    off = PerfFeatures(["batch_size"], cats, ["memory_bandwidth_gbs"]).fit(X).transform(X)
+    assert off["precision"].tolist() == X["precision"].tolist() and "autocast" not in off.columns
+    assert off.drop(columns="precision").equals(out.drop(columns=["precision", "autocast"]))
 
 
 @pytest.mark.parametrize("values", [
