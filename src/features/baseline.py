@@ -320,7 +320,21 @@ class PhysicsBaselineRegressor(RegressorMixin, BaseEstimator):
         return fast.predict({c: X[c].to_numpy() for c in X.columns})
 
     def predict_point(self, X: pd.DataFrame) -> np.ndarray:
-        """Each row's answer on its own (without the batch rule of `batch_monotone`)."""
+        """Each row's answer on its own (without the batch rule of `batch_monotone`). Through the array replay of
+        the Pipeline where the model has its shape (as `predict`): tuning, permutation importance and a distilled
+        tree's teacher call this hundreds of times per fold, and the generic path's per-column frames and one-hot
+        encoding cost about as much as the learner (docs/training.md "Quick and full main job")."""
+        if getattr(self, "learner_fitted_", True) and isinstance(X, pd.DataFrame) and len(X):
+            from .fast_pipeline import compile_pipeline
+
+            fast = compile_pipeline(self)
+            if fast is not None:
+                return fast.predict_point({c: X[c].to_numpy() for c in X.columns})
+        return self.generic_predict_point(X)
+
+    def generic_predict_point(self, X: pd.DataFrame) -> np.ndarray:
+        """predict_point through the fitted sklearn Pipeline itself (the reference the array replay is tested
+        against)."""
         if getattr(self, "learner_fitted_", True):
             physics = perf_step(self.regressor_).physics_frame(X)
             out = np.exp(self.correction(X, self.regressor_.predict(X))) * physics["t_physics_ms"].to_numpy(float)

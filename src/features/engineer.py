@@ -7,6 +7,7 @@ precision, GPU specs) and the same code computes the features in training and in
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -470,9 +471,21 @@ class StringOneHotEncoder(OneHotEncoder):
     """
 
     def fit(self, X, y=None):
-        return super().fit(_unicode(X), y)
+        super().fit(_unicode(X), y)
+        self.tables_ = onehot_tables(self) if self.drop is None and self.handle_unknown != "error" else None
+        return self
 
     def transform(self, X):
+        tables = getattr(self, "tables_", None)  # None: a drop rule, unknowns refused, or pickled before tables
+        if tables is not None:
+            # each value's block read from the encoder's own output (`onehot_tables`): sklearn maps values to
+            # codes item by item in Python and builds a sparse matrix first; same numbers, about 4x faster
+            arr = np.asarray(X.to_numpy() if isinstance(X, pd.DataFrame) else X, dtype=object)
+            if arr.ndim != 2 or arr.shape[1] != len(tables):
+                raise ValueError(f"X has {arr.shape[-1] if arr.ndim else 0} columns, the encoder was fitted on "
+                                 f"{len(tables)}")
+            return np.hstack([onehot_block(index, table, arr[:, j]) for j, (index, table) in enumerate(tables)]
+                             ) if len(tables) else np.zeros((len(arr), 0))
         out = super().transform(_unicode(X))
         if isinstance(out, pd.DataFrame) and isinstance(X, pd.DataFrame):
             # pandas output (set_output, e.g. for XGBoost's monotone constraints by name): the array handed to
@@ -480,6 +493,47 @@ class StringOneHotEncoder(OneHotEncoder):
             # columns of the same rows in the ColumnTransformer
             out.index = X.index
         return out
+
+
+#: A value no encoder has seen: its block is what the encoder outputs for any unknown value.
+UNSEEN_CATEGORY = "\x00unseen category\x00"
+
+
+def onehot_tables(enc: OneHotEncoder) -> list[tuple[dict, np.ndarray]]:
+    """Per column of a fitted OneHotEncoder: (category -> table row, the table of its one-hot blocks). The last
+    table row is the block of a value it never saw (its infrequent column, or zeros; with handle_unknown='error'
+    it is that of the first category). Read from the encoder's own transform of one probe per category, so
+    infrequent grouping and category order are the encoder's."""
+    cats = [[str(v) for v in c] for c in enc.categories_]
+    widths = list(enc._n_features_outs)
+    depth = max((len(c) for c in cats), default=0) + 1
+    probe = np.empty((depth, len(cats)), dtype=object)
+    for j, c in enumerate(cats):
+        probe[:, j] = c + [c[0]] * (depth - 1 - len(c)) + [UNSEEN_CATEGORY if enc.handle_unknown != "error"
+                                                            else c[0]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = OneHotEncoder.transform(enc, _unicode(probe))
+    out = np.asarray(out.toarray() if hasattr(out, "toarray") else out, dtype=float)
+    tables, offset = [], 0
+    for j, c in enumerate(cats):
+        block = out[:, offset:offset + widths[j]]
+        offset += widths[j]
+        tables.append(({v: k for k, v in enumerate(c)}, np.vstack([block[:len(c)], block[-1:]])))
+    if offset != out.shape[1]:
+        raise ValueError("one-hot widths do not add up")
+    return tables
+
+
+def onehot_block(index: dict, table: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """One column's one-hot block: each value's table row (a value not in `index`: the last, unseen row). Values
+    are compared as str, as the encoder saw them (`_unicode`)."""
+    codes, uniq = factorize(values)
+    if len(uniq) and pd.isna(uniq).any():  # None and NaN share a code here but are 'None' and 'nan' as str
+        codes, uniq = factorize(np.asarray(values, dtype=object).astype(str).astype(object))
+    rows = np.array([index.get(u if isinstance(u, str) else str(u), len(table) - 1) for u in uniq.tolist()],
+                    dtype=np.int64)
+    return table[rows[codes]] if len(values) else np.zeros((0, table.shape[1]))
 
 
 def _unicode(X) -> np.ndarray:

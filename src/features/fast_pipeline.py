@@ -9,7 +9,6 @@ per-column pandas frames or joblib dispatch; a model whose shape it does not rec
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .batch_monotone import monotone_in_batch
-from .engineer import factorize
+from .engineer import onehot_block, onehot_tables
 
 log = logging.getLogger("cnnperf.serve")
 
@@ -103,39 +102,19 @@ class FastPipeline:
 
     @staticmethod
     def _onehot_tables(enc, cols: list[str]) -> list[tuple[dict, np.ndarray, bool]]:
-        """Per categorical column: (category -> table row, table of one-hot blocks, unknown allowed). The last
-        table row is what the encoder outputs for a value it never saw (its infrequent column, or zeros)."""
-        widths = list(enc._n_features_outs)
-        cats = [list(c) for c in enc.categories_]
-        depth = max(len(c) for c in cats) + 1
-        probe = np.empty((depth, len(cats)), dtype=object)
-        unknown = "\x00unseen category\x00"
-        for j, c in enumerate(cats):
-            probe[:, j] = c + [c[0]] * (depth - 1 - len(c)) + [unknown]
-        allow_unknown = enc.handle_unknown != "error"
-        if not allow_unknown:
-            probe[-1] = [c[0] for c in cats]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out = np.asarray(enc.transform(pd.DataFrame(probe, columns=cols)), dtype=float)
-        tables, offset = [], 0
-        for j, c in enumerate(cats):
-            block = out[:, offset:offset + widths[j]]
-            offset += widths[j]
-            table = np.vstack([block[:len(c)], block[-1:]])
-            tables.append(({v: k for k, v in enumerate(c)}, table, allow_unknown))
-        if offset != out.shape[1]:
-            raise UnsupportedPipeline("one-hot widths do not add up")
-        return tables
+        """Per categorical column: (category -> table row, table of one-hot blocks, unknown allowed); the
+        encoder's own tables where it has them (engineer.onehot_tables), else read from it now (older models)."""
+        tables = getattr(enc, "tables_", None) or onehot_tables(enc)
+        if len(tables) != len(cols):
+            raise UnsupportedPipeline("one-hot tables do not match the encoder's columns")
+        return [(index, table, enc.handle_unknown != "error") for index, table in tables]
 
     def _encode_categories(self, cats: dict[str, np.ndarray], n: int) -> list[np.ndarray]:
         blocks = []
         for col, (index, table, allow_unknown) in zip(self.cat_cols, self.onehot, strict=True):
-            codes, uniq = factorize(cats[col])
-            rows = np.array([index.get(u, len(table) - 1) for u in uniq], dtype=np.int64)
-            if not allow_unknown and (rows == len(table) - 1).any():
+            if not allow_unknown and not np.isin(np.asarray(cats[col], dtype=object), list(index)).all():
                 raise UnsupportedPipeline(f"unknown category in {col!r} for handle_unknown='error'")
-            blocks.append(table[rows[codes]] if n else np.zeros((0, table.shape[1])))
+            blocks.append(onehot_block(index, table, cats[col]) if n else np.zeros((0, table.shape[1])))
         return blocks
 
     def predict(self, X: Mapping[str, Any]) -> np.ndarray:
@@ -148,15 +127,21 @@ class FastPipeline:
         """Each row's answer on its own, as the model's `predict_point` (without its batch rule)."""
         sink: dict = {}
         num, cats = self.perf.transform_arrays(X, physics_sink=sink if self.kind == "baseline" else None)
-        z = num[:, self.num_idx]
+        blocks = self._encode_categories(cats, len(num))
+        # one output matrix written in place (no hstack copy: 7 ms a call on a fold's held-out rows)
+        Z = np.empty((len(num), len(self.num_idx) + sum(b.shape[1] for b in blocks)))
+        z = Z[:, :len(self.num_idx)]
+        np.take(num, self.num_idx, axis=1, out=z)
         if self.scale is not None:
             mean, scale = self.scale
-            z = z.copy()
             if mean is not None:
                 z -= mean
             if scale is not None:
                 z /= scale
-        Z = np.hstack([z] + self._encode_categories(cats, len(num)))
+        at = len(self.num_idx)
+        for block in blocks:
+            Z[:, at:at + block.shape[1]] = block
+            at += block.shape[1]
         if self.columns_out is not None:
             Z = pd.DataFrame(Z, columns=self.columns_out)
         raw = np.asarray(self.estimator.predict(Z))

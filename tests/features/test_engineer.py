@@ -363,3 +363,30 @@ def test_latency_target_with_monotone_constraints_fits_a_training_part():
     assert model.regressor_.named_steps["model"].get_params()["monotone_constraints"]["log_flops_step"] == 1
     pred = model.predict(X.iloc[::2])
     assert np.isfinite(pred).all() and (pred > 0).all()
+
+
+def test_one_hot_tables_equal_sklearns_own_transform(real):
+    """StringOneHotEncoder reads each value's block from tables of its own output: the same matrix as sklearn's
+    OneHotEncoder.transform, bit for bit, on the real table's categorical columns, with infrequent categories
+    grouped, values it never saw, missing values and numbers among the strings, and under pandas output."""
+    from sklearn.preprocessing import OneHotEncoder
+
+    from src.features.engineer import StringOneHotEncoder, _unicode
+
+    df, _, c = real
+    cols = [col for col in c["features"]["categorical_inputs"] if col in df.columns] + ["gpu"]
+    train = df[cols].sample(3000, random_state=3)
+    enc = StringOneHotEncoder(handle_unknown="infrequent_if_exist", sparse_output=False, min_frequency=20).fit(train)
+    assert enc.tables_ is not None and any(i is not None for i in enc.infrequent_categories_)
+    test = df[cols].sample(500, random_state=4).astype(object).reset_index(drop=True)
+    test.iloc[0, 0], test.iloc[1, 0], test.iloc[2, 1], test.iloc[3, 1] = "never seen", None, float("nan"), 3.5
+    want = OneHotEncoder.transform(enc, _unicode(test))
+    got = enc.transform(test)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    framed = enc.set_output(transform="pandas").transform(test.set_axis(range(100, 600)))
+    assert list(framed.index) == list(range(100, 600)) and list(framed.columns) == list(enc.get_feature_names_out())
+    assert np.array_equal(framed.to_numpy(), want)
+    refusing = StringOneHotEncoder(handle_unknown="error", sparse_output=False).fit(train)
+    assert refusing.tables_ is None
+    with pytest.raises(ValueError, match="unknown categor"):
+        refusing.transform(test)

@@ -20,8 +20,9 @@ def processed_dir(tmp: Path) -> Path:
     if (here / "measurements.parquet").exists() and (here / "gpus.parquet").exists():
         return here
     out = tmp / "processed"
+    own = REPO / "data" / "own"
     proc = subprocess.run([sys.executable, "-m", "src.ingest", "--data-dir", str(out), "--reports-dir",
-                           str(tmp / "reports"), "--cache", str(tmp / "cache"), "--own-dir", str(REPO / "data" / "own")],
+                           str(tmp / "reports"), "--cache", str(tmp / "cache"), "--own-dir", str(own)],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(f"ingest for tests failed: {proc.stderr[-2000:]}")
